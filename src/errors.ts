@@ -1,0 +1,221 @@
+import type { PolicyViolation } from "./guardrails.js";
+
+/**
+ * Thrown by {@link verifyInProgressPolicy} (and by `withInProgress` when it is handed an
+ * enabled policy that never went through verification) when a policy is unsafe or malformed.
+ *
+ * `violations` lists every problem found, not just the first, so a host can fix its
+ * configuration in one pass.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   verifyInProgressPolicy({ enabled: true, intervalMs: 24_000 }, { ackWaitMs: 30_000, source: "configured" });
+ * } catch (err) {
+ *   if (err instanceof InProgressPolicyError) {
+ *     for (const v of err.violations) console.error(v.code, v.field, v.message);
+ *   }
+ * }
+ * ```
+ */
+export class InProgressPolicyError extends Error {
+  /** Always `"InProgressPolicyError"`. */
+  override readonly name = "InProgressPolicyError";
+  /** Every violation found, in a stable order (policy fields first, then consumer timing). */
+  readonly violations: readonly PolicyViolation[];
+
+  /**
+   * @param violations - the violations found; at least one.
+   * @param options - standard error options (`cause`).
+   */
+  constructor(violations: readonly PolicyViolation[], options?: ErrorOptions) {
+    const list = violations.map((v, i) => `  ${i + 1}. [${v.code}] ${v.message}`).join("\n");
+    const n = violations.length;
+    super(`unsafe InProgress policy (${n} violation${n === 1 ? "" : "s"}):\n${list}`, options);
+    this.violations = Object.freeze([...violations]);
+  }
+}
+
+/**
+ * Why a durable consumer was refused by `CommitThenAck.forConsumer` (stable strings).
+ *
+ * - `consumer_not_found`: the stream or the consumer does not exist.
+ * - `consumer_unreadable`: its info could not be read (permissions, timeout, server down).
+ * - `not_durable`: the consumer is ephemeral; workers cannot share it.
+ * - `ack_policy_not_explicit`: the consumer does not use explicit acks, so commit-then-ack cannot hold.
+ * - `policy_violation`: the effective AckWait/BackOff does not fit the InProgress policy (see `violations`).
+ * - `ack_wait_drift`: the AckWait the host configured differs from the server's.
+ * - `max_deliver_backoff`: BackOff-aware mode, and MaxDeliver is not greater than the BackOff length.
+ */
+export type ConsumerPolicyReason =
+  | "consumer_not_found"
+  | "consumer_unreadable"
+  | "not_durable"
+  | "ack_policy_not_explicit"
+  | "policy_violation"
+  | "ack_wait_drift"
+  | "max_deliver_backoff";
+
+/**
+ * A durable consumer could not be inspected, or is unsuitable for commit-then-ack with the
+ * requested InProgress policy. Raised before anything is fetched (fail closed).
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await CommitThenAck.forConsumer(jsm, "ORDERS", "writer", { inProgress: { enabled: true } });
+ * } catch (err) {
+ *   if (err instanceof ConsumerPolicyError) console.error(err.reason, err.message);
+ * }
+ * ```
+ */
+export class ConsumerPolicyError extends Error {
+  /** Always `"ConsumerPolicyError"`. */
+  override readonly name = "ConsumerPolicyError";
+  /** The stable reason code. */
+  readonly reason: ConsumerPolicyReason;
+  /** The stream the consumer belongs to. */
+  readonly stream: string;
+  /** The durable consumer's name. */
+  readonly consumer: string;
+  /** Policy violations, when `reason` is `policy_violation`; otherwise empty. */
+  readonly violations: readonly PolicyViolation[];
+
+  /**
+   * @param reason - the stable reason code.
+   * @param details - the stream, the consumer, a human message and optional violations.
+   * @param options - standard error options (`cause`).
+   */
+  constructor(
+    reason: ConsumerPolicyReason,
+    details: {
+      readonly stream: string;
+      readonly consumer: string;
+      readonly message: string;
+      readonly violations?: readonly PolicyViolation[];
+    },
+    options?: ErrorOptions,
+  ) {
+    super(`consumer ${details.stream} > ${details.consumer}: ${details.message}`, options);
+    this.reason = reason;
+    this.stream = details.stream;
+    this.consumer = details.consumer;
+    this.violations = Object.freeze([...(details.violations ?? [])]);
+  }
+}
+
+/**
+ * Thrown by a host's write to say "this failed, try again later" (NAK or leave for
+ * redelivery, by policy). Errors the host does not classify are treated the same way:
+ * retrying is safer than losing data.
+ *
+ * @example
+ * ```ts
+ * await ack.process(msgs, async (batch) => {
+ *   try {
+ *     await db.insertMany(batch.map((m) => m.json()));
+ *   } catch (err) {
+ *     throw new TemporarySinkError("database unavailable", { cause: err });
+ *   }
+ * });
+ * ```
+ */
+export class TemporarySinkError extends Error {
+  /** Always `"TemporarySinkError"`. */
+  override readonly name = "TemporarySinkError";
+
+  /**
+   * @param message - what failed (keep subjects, payloads and credentials out of it).
+   * @param options - standard error options (`cause`).
+   */
+  constructor(message = "temporary sink failure", options?: ErrorOptions) {
+    super(message, options);
+  }
+}
+
+/**
+ * Thrown by a host's write to say "this can never succeed" (a poison message): the message
+ * is dead-lettered when a dead-letter target is configured, otherwise terminated.
+ *
+ * @example
+ * ```ts
+ * await ack.process(msgs, async (batch) => {
+ *   const rows = batch.map((m) => parseOrThrow(m.data));
+ *   if (rows.some((r) => r === undefined)) throw new PermanentSinkError("unparseable record");
+ *   await db.insertMany(rows);
+ * });
+ * ```
+ */
+export class PermanentSinkError extends Error {
+  /** Always `"PermanentSinkError"`. */
+  override readonly name = "PermanentSinkError";
+
+  /**
+   * @param message - what failed (keep subjects, payloads and credentials out of it).
+   * @param options - standard error options (`cause`).
+   */
+  constructor(message = "permanent sink failure", options?: ErrorOptions) {
+    super(message, options);
+  }
+}
+
+/**
+ * The abort reason of `ctx.signal` when a batch's lease ran out: the redelivery deadline of
+ * at least one message passed without an accepted heartbeat (connection down, event loop
+ * blocked, heartbeat limit reached, or no progress reported). JetStream may already have
+ * handed the message to another worker, so committing now risks a duplicate.
+ *
+ * @example
+ * ```ts
+ * await withInProgress(msgs, async (ctx) => {
+ *   await sink.prepare(msgs);
+ *   if (ctx.signal.reason instanceof LeaseExpiredError) return; // skip a duplicate commit
+ *   await sink.commit();
+ * }, policy);
+ * ```
+ */
+export class LeaseExpiredError extends Error {
+  /** Always `"LeaseExpiredError"`. */
+  override readonly name = "LeaseExpiredError";
+  /** How far past the deadline the expiry was noticed, in milliseconds. */
+  readonly overdueMs: number;
+
+  /**
+   * @param overdueMs - how far past the deadline the expiry was noticed.
+   * @param options - standard error options (`cause`).
+   */
+  constructor(overdueMs: number, options?: ErrorOptions) {
+    super(
+      `InProgress lease expired ${Math.round(overdueMs)} ms ago: the message may already be redelivered to another worker`,
+      options,
+    );
+    this.overdueMs = overdueMs;
+  }
+}
+
+/**
+ * The abort reason of `ctx.signal` when `maxHeartbeats` was reached and the host asked for
+ * `onLimit: "abort"`.
+ *
+ * @example
+ * ```ts
+ * await withInProgress(msgs, work, policy, { onLimit: "abort" }).catch((err) => {
+ *   if (err instanceof HeartbeatLimitError) console.warn("write outlived its heartbeat budget");
+ * });
+ * ```
+ */
+export class HeartbeatLimitError extends Error {
+  /** Always `"HeartbeatLimitError"`. */
+  override readonly name = "HeartbeatLimitError";
+  /** The limit that was reached. */
+  readonly maxHeartbeats: number;
+
+  /**
+   * @param maxHeartbeats - the limit that was reached.
+   * @param options - standard error options (`cause`).
+   */
+  constructor(maxHeartbeats: number, options?: ErrorOptions) {
+    super(`InProgress heartbeat limit of ${maxHeartbeats} reached before the work finished`, options);
+    this.maxHeartbeats = maxHeartbeats;
+  }
+}

@@ -1,0 +1,32 @@
+/**
+ * jetstream-inprogress: bounded JetStream InProgress heartbeats, commit-then-ack settlement
+ * and fail-closed AckWait/BackOff guardrails for Node.js consumer services.
+ *
+ * @packageDocumentation
+ */
+export {
+  ACK_WAIT_SAFETY_RATIO,
+  DEFAULT_IN_PROGRESS_POLICY,
+  checkInProgressPolicy,
+  consumerTimingFromConfig,
+  verifyInProgressPolicy,
+} from "./guardrails.js";
+export type {
+  BackOffMode,
+  CheckOptions,
+  ConsumerTiming,
+  InProgressPolicy,
+  PolicyCheck,
+  PolicyViolation,
+  VerifiedInProgressPolicy,
+  ViolationCode,
+} from "./guardrails.js";
+export {
+  ConsumerPolicyError,
+  HeartbeatLimitError,
+  InProgressPolicyError,
+  LeaseExpiredError,
+  PermanentSinkError,
+  TemporarySinkError,
+} from "./errors.js";
+export type { ConsumerPolicyReason } from "./errors.js";

@@ -1,0 +1,304 @@
+/**
+ * Starts real nats-server processes for the tests: a single JetStream server on a free
+ * loopback port, or a 3-node JetStream cluster. Each server gets its own temp store.
+ */
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { delimiter, join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+
+const INSTALL_HINT =
+  "nats-server not found: install it (Debian: apt-get install -y nats-server) or set NATS_SERVER_BIN to its path";
+
+/** Finds the nats-server binary: NATS_SERVER_BIN, then PATH, then /usr/sbin/nats-server. */
+export function natsServerBinary(): string {
+  const fromEnv = process.env["NATS_SERVER_BIN"];
+  if (fromEnv) {
+    if (!existsSync(fromEnv)) throw new Error(`${INSTALL_HINT} (NATS_SERVER_BIN=${fromEnv} does not exist)`);
+    return fromEnv;
+  }
+  for (const dir of (process.env["PATH"] ?? "").split(delimiter)) {
+    if (dir && existsSync(join(dir, "nats-server"))) return join(dir, "nats-server");
+  }
+  if (existsSync("/usr/sbin/nats-server")) return "/usr/sbin/nats-server";
+  throw new Error(INSTALL_HINT);
+}
+
+/** The version the binary reports, for example `2.9.10`. */
+export function natsServerVersion(): string {
+  const out = spawnSync(natsServerBinary(), ["--version"], { encoding: "utf8" });
+  const match = /v?(\d+\.\d+\.\d+)/.exec(`${out.stdout}${out.stderr}`);
+  if (!match?.[1]) throw new Error(`cannot read the nats-server version: ${out.stdout}${out.stderr}`);
+  return match[1];
+}
+
+/** A free TCP port on loopback (the kernel picks it; a tiny race with other processes remains). */
+export async function freePort(): Promise<number> {
+  return await new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.unref();
+    srv.on("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const address = srv.address();
+      const port = typeof address === "object" && address ? address.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+export interface ServerOptions {
+  /** Fixed client port; default: a free one chosen by the server. */
+  readonly port?: number;
+  /** Store directory; default: a new temp dir (removed on dispose). */
+  readonly storeDir?: string;
+  /** Extra config-file text (for a cluster block and the like). */
+  readonly config?: string;
+  /** Server name (clusters need distinct names). */
+  readonly name?: string;
+  /** Extra command-line arguments. */
+  readonly args?: readonly string[];
+}
+
+/** A running nats-server. `await using srv = await startServer()` disposes of it. */
+export class NatsServer implements AsyncDisposable {
+  #child: ChildProcess | undefined;
+  #port: number;
+  readonly #workDir: string;
+  readonly #ownsStore: boolean;
+  readonly storeDir: string;
+  readonly options: ServerOptions;
+  #log: string[] = [];
+
+  private constructor(options: ServerOptions, workDir: string, storeDir: string, ownsStore: boolean) {
+    this.options = options;
+    this.#workDir = workDir;
+    this.storeDir = storeDir;
+    this.#ownsStore = ownsStore;
+    this.#port = options.port ?? -1;
+  }
+
+  /** Starts a server and waits until it accepts connections with JetStream enabled. */
+  static async start(options: ServerOptions = {}): Promise<NatsServer> {
+    const workDir = mkdtempSync(join(tmpdir(), "jsip-nats-"));
+    const storeDir = options.storeDir ?? join(workDir, "store");
+    const srv = new NatsServer(options, workDir, storeDir, options.storeDir === undefined);
+    await srv.#launch();
+    return srv;
+  }
+
+  get port(): number {
+    return this.#port;
+  }
+
+  get url(): string {
+    return `nats://127.0.0.1:${this.#port}`;
+  }
+
+  get running(): boolean {
+    return this.#child !== undefined && this.#child.exitCode === null && this.#child.signalCode === null;
+  }
+
+  /** The last lines the server printed (for failure messages). */
+  get log(): string {
+    return this.#log.slice(-40).join("");
+  }
+
+  async #launch(): Promise<void> {
+    const bin = natsServerBinary();
+    const args = ["-a", "127.0.0.1", "-p", String(this.#port), "-js", "-sd", this.storeDir, "--ports_file_dir", this.#workDir];
+    if (this.options.name) args.push("-n", this.options.name);
+    if (this.options.config) {
+      const file = join(this.#workDir, "server.conf");
+      writeFileSync(file, this.options.config);
+      args.push("-c", file);
+    }
+    args.push(...(this.options.args ?? []));
+    for (const f of readdirSync(this.#workDir)) if (f.endsWith(".ports")) rmSync(join(this.#workDir, f));
+
+    const child = spawn(bin, args, { stdio: ["ignore", "pipe", "pipe"] });
+    this.#child = child;
+    const keep = (chunk: Buffer): void => {
+      this.#log.push(chunk.toString());
+      if (this.#log.length > 200) this.#log.splice(0, 100);
+    };
+    child.stdout?.on("data", keep);
+    child.stderr?.on("data", keep);
+
+    const deadline = Date.now() + 20_000;
+    while (Date.now() < deadline) {
+      if (!this.running) throw new Error(`nats-server exited during start (code ${child.exitCode}):\n${this.log}`);
+      const portsFile = readdirSync(this.#workDir).find((f) => f.endsWith(".ports"));
+      if (portsFile) {
+        try {
+          const ports = JSON.parse(readFileSync(join(this.#workDir, portsFile), "utf8")) as { nats?: string[] };
+          const url = ports.nats?.[0];
+          if (url) {
+            this.#port = Number(new URL(url).port);
+            break;
+          }
+        } catch {
+          // The file may be half written; read it again.
+        }
+      }
+      await sleep(20);
+    }
+    if (this.#port <= 0) throw new Error(`nats-server did not report its port within 20 s:\n${this.log}`);
+    await this.#waitForClients(deadline);
+  }
+
+  async #waitForClients(deadline: number): Promise<void> {
+    let last: unknown;
+    while (Date.now() < deadline) {
+      try {
+        const nc = await connect({ servers: this.url, reconnect: false, timeout: 1000 });
+        await nc.close();
+        return;
+      } catch (err) {
+        last = err;
+        await sleep(50);
+      }
+    }
+    throw new Error(`nats-server at ${this.url} did not accept connections: ${String(last)}\n${this.log}`);
+  }
+
+  /** Connects a client to this server. */
+  async connect(options: Parameters<typeof connect>[0] = {}): Promise<NatsConnection> {
+    return await connect({ servers: this.url, ...options });
+  }
+
+  /** Stops the process (SIGTERM, then SIGKILL after 5 s); the store is kept for a restart. */
+  async stop(): Promise<void> {
+    const child = this.#child;
+    if (!child || !this.running) return;
+    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+    child.kill("SIGTERM");
+    const timer = setTimeout(() => child.kill("SIGKILL"), 5000);
+    await exited;
+    clearTimeout(timer);
+  }
+
+  /** Kills the process with SIGKILL (a crash). */
+  async kill(): Promise<void> {
+    const child = this.#child;
+    if (!child || !this.running) return;
+    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+    child.kill("SIGKILL");
+    await exited;
+  }
+
+  /** Starts the process again on the same port and store. */
+  async restart(): Promise<void> {
+    await this.stop();
+    await this.#launch();
+  }
+
+  /** Stops the server and removes its temp files. */
+  async dispose(): Promise<void> {
+    await this.stop();
+    rmSync(this.#workDir, { recursive: true, force: true });
+    if (this.#ownsStore) rmSync(this.storeDir, { recursive: true, force: true });
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.dispose();
+  }
+}
+
+/** Starts one JetStream server on a free loopback port. */
+export async function startServer(options: ServerOptions = {}): Promise<NatsServer> {
+  return await NatsServer.start(options);
+}
+
+/** A 3-node JetStream cluster on loopback. `await using c = await startCluster()`. */
+export class NatsCluster implements AsyncDisposable {
+  readonly servers: readonly NatsServer[];
+
+  private constructor(servers: readonly NatsServer[]) {
+    this.servers = servers;
+  }
+
+  static async start(size = 3): Promise<NatsCluster> {
+    const clientPorts = await distinctFreePorts(size);
+    const routePorts = await distinctFreePorts(size, clientPorts);
+    const routes = routePorts.map((p) => `nats-route://127.0.0.1:${p}`);
+    const clusterName = `jsip-${process.pid}-${routePorts[0]}`;
+    const servers = await Promise.all(
+      clientPorts.map((port, i) =>
+        NatsServer.start({
+          port,
+          name: `n${i + 1}`,
+          config: [
+            `server_name: n${i + 1}`,
+            `jetstream { max_memory_store: 268435456, max_file_store: 1073741824 }`,
+            `cluster {`,
+            `  name: ${clusterName}`,
+            `  listen: 127.0.0.1:${routePorts[i]}`,
+            `  routes: [${routes.filter((_, j) => j !== i).join(", ")}]`,
+            `}`,
+          ].join("\n"),
+        }),
+      ),
+    );
+    const cluster = new NatsCluster(servers);
+    await cluster.waitForJetStream();
+    return cluster;
+  }
+
+  /** Every node's client URL. */
+  get urls(): string[] {
+    return this.servers.map((s) => s.url);
+  }
+
+  /** Connects to the cluster (all nodes as seeds). */
+  async connect(options: Parameters<typeof connect>[0] = {}): Promise<NatsConnection> {
+    return await connect({ servers: this.urls, ...options });
+  }
+
+  /** Waits until the JetStream meta group has a leader and answers account info. */
+  async waitForJetStream(timeoutMs = 30_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    const nc = await this.connect({ reconnect: true });
+    try {
+      let last = "";
+      while (Date.now() < deadline) {
+        try {
+          const reply = await nc.request("$JS.API.INFO", "", { timeout: 1000 });
+          const body = reply.json<{ error?: { description?: string } }>();
+          if (!body.error) return;
+          last = body.error.description ?? "error";
+        } catch (err) {
+          last = String(err);
+        }
+        await sleep(200);
+      }
+      throw new Error(`JetStream cluster not ready after ${timeoutMs} ms: ${last}`);
+    } finally {
+      await nc.close();
+    }
+  }
+
+  async dispose(): Promise<void> {
+    await Promise.all(this.servers.map((s) => s.dispose()));
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.dispose();
+  }
+}
+
+/** Starts a 3-node JetStream cluster on loopback. */
+export async function startCluster(size = 3): Promise<NatsCluster> {
+  return await NatsCluster.start(size);
+}
+
+async function distinctFreePorts(n: number, avoid: readonly number[] = []): Promise<number[]> {
+  const ports = new Set<number>();
+  while (ports.size < n) {
+    const p = await freePort();
+    if (!avoid.includes(p)) ports.add(p);
+  }
+  return [...ports];
+}
