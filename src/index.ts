@@ -30,3 +30,14 @@ export {
   TemporarySinkError,
 } from "./errors.js";
 export type { ConsumerPolicyReason } from "./errors.js";
+export { InMemoryMetrics, MetricNames } from "./metrics.js";
+export type { MetricLabels, MetricName, MetricsSink, MetricsSnapshot } from "./metrics.js";
+export { DiagnosticsChannels } from "./diagnostics.js";
+export type {
+  BatchEventBase,
+  BatchSettledEvent,
+  HeartbeatFailedEvent,
+  HeartbeatLimitEvent,
+  HeartbeatSentEvent,
+  LeaseExpiredEvent,
+} from "./diagnostics.js";
