@@ -57,6 +57,18 @@ export const MetricNames = {
   NAK_DELAY_SECONDS: "nak_delay_seconds",
   /** Counter: failed fetches in the `run` loop (retried with backoff). */
   FETCH_FAILURES_TOTAL: "fetch_failures_total",
+  /** Gauge: messages in the stream the consumer has not delivered yet (the lag). */
+  CONSUMER_PENDING_MESSAGES: "consumer_pending_messages",
+  /** Gauge: messages delivered and not yet acknowledged (in flight). */
+  CONSUMER_ACK_PENDING_MESSAGES: "consumer_ack_pending_messages",
+  /** Counter: redeliveries observed between consumer-info samples. */
+  CONSUMER_REDELIVERED_MESSAGES: "consumer_redelivered_messages",
+  /** Gauge (0/1): messages in flight while the ack floor has not moved for longer than AckWait. */
+  CONSUMER_STALLED: "consumer_stalled",
+  /** Gauge (0/1): the pending count keeps rising across the watch window. */
+  CONSUMER_BACKLOG_GROWING: "consumer_backlog_growing",
+  /** Counter: consumer-info polls that failed. */
+  CONSUMER_POLL_FAILURES_TOTAL: "consumer_poll_failures_total",
 } as const;
 
 /**
@@ -112,9 +124,13 @@ export interface MetricDefinition {
   readonly kind: "counter" | "gauge" | "observation";
   readonly unit: "1" | "s";
   readonly help: string;
+  /** Label names the library may set on this metric (only when the host asks for them). */
+  readonly labelNames: readonly string[];
 }
 
-const DEFINITIONS: Record<MetricName, Omit<MetricDefinition, "name">> = {
+const CONSUMER_LABELS = Object.freeze(["stream", "consumer"]);
+
+const DEFINITIONS: Record<MetricName, Omit<MetricDefinition, "name" | "labelNames"> & { labelNames?: readonly string[] }> = {
   in_progress_attempts_total: { kind: "counter", unit: "1", help: "InProgress heartbeats attempted while work was active (one per batch per beat)" },
   in_progress_successes_total: { kind: "counter", unit: "1", help: "InProgress heartbeats accepted (not sink success)" },
   in_progress_failures_total: { kind: "counter", unit: "1", help: "InProgress heartbeats that failed before the final decision" },
@@ -135,6 +151,12 @@ const DEFINITIONS: Record<MetricName, Omit<MetricDefinition, "name">> = {
   batch_write_seconds: { kind: "observation", unit: "s", help: "Duration of the host's write for one batch" },
   nak_delay_seconds: { kind: "observation", unit: "s", help: "Redelivery delay a NAK asks of the server" },
   fetch_failures_total: { kind: "counter", unit: "1", help: "Failed fetches in the run loop" },
+  consumer_pending_messages: { kind: "gauge", unit: "1", help: "Messages the consumer has not delivered yet (lag)", labelNames: CONSUMER_LABELS },
+  consumer_ack_pending_messages: { kind: "gauge", unit: "1", help: "Messages delivered and not yet acknowledged", labelNames: CONSUMER_LABELS },
+  consumer_redelivered_messages: { kind: "counter", unit: "1", help: "Redeliveries observed between consumer-info samples", labelNames: CONSUMER_LABELS },
+  consumer_stalled: { kind: "gauge", unit: "1", help: "1 while messages are in flight and the ack floor has not moved for longer than AckWait", labelNames: CONSUMER_LABELS },
+  consumer_backlog_growing: { kind: "gauge", unit: "1", help: "1 while the pending count keeps rising across the watch window", labelNames: CONSUMER_LABELS },
+  consumer_poll_failures_total: { kind: "counter", unit: "1", help: "Consumer-info polls that failed", labelNames: CONSUMER_LABELS },
 };
 
 /**
@@ -143,7 +165,9 @@ const DEFINITIONS: Record<MetricName, Omit<MetricDefinition, "name">> = {
  * @internal
  */
 export const METRIC_DEFINITIONS: readonly MetricDefinition[] = Object.freeze(
-  (Object.keys(DEFINITIONS) as MetricName[]).map((name) => Object.freeze({ name, ...DEFINITIONS[name] })),
+  (Object.keys(DEFINITIONS) as MetricName[]).map((name) =>
+    Object.freeze({ name, ...DEFINITIONS[name], labelNames: DEFINITIONS[name].labelNames ?? [] }),
+  ),
 );
 
 /**
