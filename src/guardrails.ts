@@ -116,7 +116,8 @@ export type ViolationCode =
   | "interval_too_close_to_ack_wait"
   | "backoff_not_supported"
   | "backoff_invalid"
-  | "interval_too_close_to_backoff";
+  | "interval_too_close_to_backoff"
+  | "policy_not_verified";
 
 /**
  * One problem found by the guardrails.

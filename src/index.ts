@@ -41,3 +41,5 @@ export type {
   HeartbeatSentEvent,
   LeaseExpiredEvent,
 } from "./diagnostics.js";
+export { withInProgress } from "./with-in-progress.js";
+export type { HeartbeatConfirmation, Lease, WithInProgressOptions, WorkContext } from "./with-in-progress.js";

@@ -1,0 +1,192 @@
+/**
+ * The one shared heartbeat timer: tasks (supervised batches) register a due time; a binary
+ * min-heap orders them; a single unref'd timer is armed for the earliest. Work per tick is
+ * proportional to the tasks that are due, never to all tasks, and thousands of concurrent
+ * batches still mean one timer handle.
+ */
+
+/** A clock and timer source; the default reads the real ones lazily so fake timers apply. */
+export interface Clock {
+  /** Monotonic milliseconds. */
+  now(): number;
+  setTimer(fn: () => void, ms: number): unknown;
+  clearTimer(handle: unknown): void;
+}
+
+export const systemClock: Clock = {
+  now: () => performance.now(),
+  setTimer: (fn, ms) => {
+    const t = setTimeout(fn, ms);
+    // The heartbeat must never keep a host process alive on its own.
+    t.unref?.();
+    return t;
+  },
+  clearTimer: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
+};
+
+/** Something the scheduler runs when it is due. */
+export interface ScheduledTask {
+  /** Called with the current time and the time it was due. */
+  run(now: number, due: number): void;
+}
+
+interface Entry {
+  task: ScheduledTask;
+  due: number;
+  index: number;
+}
+
+// Timers can fire up to a millisecond early against performance.now(); treat those as due.
+const EARLY_TOLERANCE_MS = 1;
+
+export class Scheduler {
+  readonly #clock: Clock;
+  readonly #heap: Entry[] = [];
+  readonly #entries = new Map<ScheduledTask, Entry>();
+  #timer: unknown = undefined;
+  #timerDue = Number.POSITIVE_INFINITY;
+  #running = false;
+
+  constructor(clock: Clock = systemClock) {
+    this.#clock = clock;
+  }
+
+  get clock(): Clock {
+    return this.#clock;
+  }
+
+  /** Tasks waiting to run. */
+  get size(): number {
+    return this.#heap.length;
+  }
+
+  /** Whether a timer is currently armed (there is at most one). */
+  get armed(): boolean {
+    return this.#timer !== undefined;
+  }
+
+  /** Schedules `task` at `due` (monotonic ms), replacing any earlier schedule of it. */
+  schedule(task: ScheduledTask, due: number): void {
+    const existing = this.#entries.get(task);
+    if (existing) {
+      const before = existing.due;
+      existing.due = due;
+      if (due < before) this.#up(existing.index);
+      else this.#down(existing.index);
+    } else {
+      const entry: Entry = { task, due, index: this.#heap.length };
+      this.#heap.push(entry);
+      this.#entries.set(task, entry);
+      this.#up(entry.index);
+    }
+    this.#arm();
+  }
+
+  /** Removes `task`; it will not run again unless scheduled again. */
+  cancel(task: ScheduledTask): void {
+    const entry = this.#entries.get(task);
+    if (!entry) return;
+    this.#entries.delete(task);
+    const last = this.#heap.pop();
+    if (last && last !== entry) {
+      this.#heap[entry.index] = last;
+      last.index = entry.index;
+      this.#up(last.index);
+      this.#down(last.index);
+    }
+    this.#arm();
+  }
+
+  /** Whether `task` is scheduled. */
+  has(task: ScheduledTask): boolean {
+    return this.#entries.has(task);
+  }
+
+  #arm(): void {
+    if (this.#running) return; // #tick re-arms once it is done.
+    const first = this.#heap[0];
+    if (!first) {
+      this.#disarm();
+      return;
+    }
+    if (this.#timer !== undefined && this.#timerDue <= first.due) return;
+    this.#disarm();
+    this.#timerDue = first.due;
+    this.#timer = this.#clock.setTimer(() => this.#tick(), Math.max(0, first.due - this.#clock.now()));
+  }
+
+  #disarm(): void {
+    if (this.#timer !== undefined) this.#clock.clearTimer(this.#timer);
+    this.#timer = undefined;
+    this.#timerDue = Number.POSITIVE_INFINITY;
+  }
+
+  #tick(): void {
+    this.#timer = undefined;
+    this.#timerDue = Number.POSITIVE_INFINITY;
+    this.#running = true;
+    try {
+      const now = this.#clock.now();
+      // Take every due task first, then run them: a task that reschedules itself "now" runs
+      // on the next tick instead of spinning this loop.
+      const due: Entry[] = [];
+      for (let first = this.#heap[0]; first && first.due <= now + EARLY_TOLERANCE_MS; first = this.#heap[0]) {
+        this.cancel(first.task);
+        due.push(first);
+      }
+      for (const entry of due) {
+        try {
+          entry.task.run(now, entry.due);
+        } catch {
+          // A task's own failure handling lives in the task; the timer must keep going.
+        }
+      }
+    } finally {
+      this.#running = false;
+      this.#arm();
+    }
+  }
+
+  #up(i: number): void {
+    const heap = this.#heap;
+    const entry = heap[i];
+    if (!entry) return;
+    while (i > 0) {
+      const parentIndex = (i - 1) >> 1;
+      const parent = heap[parentIndex]!;
+      if (parent.due <= entry.due) break;
+      heap[i] = parent;
+      parent.index = i;
+      i = parentIndex;
+    }
+    heap[i] = entry;
+    entry.index = i;
+  }
+
+  #down(i: number): void {
+    const heap = this.#heap;
+    const entry = heap[i];
+    if (!entry) return;
+    const n = heap.length;
+    for (;;) {
+      const l = 2 * i + 1;
+      if (l >= n) break;
+      const r = l + 1;
+      const child = r < n && heap[r]!.due < heap[l]!.due ? r : l;
+      if (heap[child]!.due >= entry.due) break;
+      heap[i] = heap[child]!;
+      heap[i]!.index = i;
+      i = child;
+    }
+    heap[i] = entry;
+    entry.index = i;
+  }
+}
+
+let shared: Scheduler | undefined;
+
+/** The process-wide scheduler used by `withInProgress` unless a test injects its own. */
+export function sharedScheduler(): Scheduler {
+  shared ??= new Scheduler();
+  return shared;
+}

@@ -1,0 +1,122 @@
+/** Fakes for pure-logic unit tests. Claims about JetStream are proven in test/integration. */
+import type { JsMsg } from "@nats-io/jetstream";
+import type { Clock } from "../../src/scheduler.js";
+
+export interface FakeMsg extends JsMsg {
+  readonly calls: { working: number; ack: number; nak: Array<number | undefined>; term: Array<string | undefined> };
+  /** Times (Date.now()) of every working() call. */
+  readonly beats: number[];
+  didAck: boolean;
+  reply: string;
+  failWorking: unknown;
+}
+
+let seq = 0;
+
+/** A message that records what the library does to it. */
+export function fakeMsg(options: { deliveryCount?: number; stream?: string; consumer?: string; seq?: number } = {}): FakeMsg {
+  seq += 1;
+  const streamSequence = options.seq ?? seq;
+  const deliveryCount = options.deliveryCount ?? 1;
+  const stream = options.stream ?? "S";
+  const consumer = options.consumer ?? "C";
+  const m = {
+    calls: { working: 0, ack: 0, nak: [] as Array<number | undefined>, term: [] as Array<string | undefined> },
+    beats: [] as number[],
+    didAck: false,
+    failWorking: undefined as unknown,
+    reply: `$JS.ACK.${stream}.${consumer}.${deliveryCount}.${streamSequence}.${streamSequence}.0.0`,
+    info: { stream, consumer, deliveryCount, streamSequence, deliverySequence: streamSequence, redelivered: deliveryCount > 1, pending: 0, timestampNanos: 0, domain: "", account_hash: "" },
+    seq: streamSequence,
+    redelivered: deliveryCount > 1,
+    headers: undefined,
+    data: new Uint8Array(),
+    subject: "s",
+    sid: 1,
+    time: new Date(0),
+    timestamp: new Date(0).toISOString(),
+    timestampNanos: 0n,
+    working() {
+      if (m.failWorking) throw m.failWorking;
+      if (m.didAck) return;
+      m.calls.working += 1;
+      m.beats.push(Date.now());
+    },
+    ack() {
+      if (m.didAck) return;
+      m.didAck = true;
+      m.calls.ack += 1;
+    },
+    nak(ms?: number) {
+      if (m.didAck) return;
+      m.didAck = true;
+      m.calls.nak.push(ms);
+    },
+    term(reason?: string) {
+      if (m.didAck) return;
+      m.didAck = true;
+      m.calls.term.push(reason);
+    },
+    async ackAck() {
+      m.ack();
+      return true;
+    },
+    next() {},
+    json<T>() {
+      return JSON.parse("null") as T;
+    },
+    string() {
+      return "";
+    },
+  };
+  return m as unknown as FakeMsg;
+}
+
+/** A clock the test moves by hand; timers fire only in `advance`. */
+export class ManualClock implements Clock {
+  #now = 1000;
+  #timers = new Map<number, { at: number; fn: () => void }>();
+  #id = 0;
+
+  now(): number {
+    return this.#now;
+  }
+
+  setTimer(fn: () => void, ms: number): unknown {
+    const id = ++this.#id;
+    this.#timers.set(id, { at: this.#now + ms, fn });
+    return id;
+  }
+
+  clearTimer(handle: unknown): void {
+    this.#timers.delete(handle as number);
+  }
+
+  get pendingTimers(): number {
+    return this.#timers.size;
+  }
+
+  /** Moves time forward, firing due timers in order (like a free event loop). */
+  advance(ms: number): void {
+    const target = this.#now + ms;
+    for (;;) {
+      let next: [number, { at: number; fn: () => void }] | undefined;
+      for (const e of this.#timers) if (e[1].at <= target && (!next || e[1].at < next[1].at)) next = e;
+      if (!next) break;
+      this.#timers.delete(next[0]);
+      this.#now = Math.max(this.#now, next[1].at);
+      next[1].fn();
+    }
+    this.#now = target;
+  }
+
+  /** Jumps forward without firing anything (a blocked event loop), then fires what is due once. */
+  block(ms: number): void {
+    this.#now += ms;
+    const due = [...this.#timers].filter(([, t]) => t.at <= this.#now);
+    for (const [id, t] of due) {
+      this.#timers.delete(id);
+      t.fn();
+    }
+  }
+}

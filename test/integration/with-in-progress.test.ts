@@ -1,0 +1,263 @@
+/**
+ * withInProgress against a real nats-server: the ack-frame spy and consumer info are the
+ * oracles. AckWait is 2 s and the interval 1 s throughout, so a 6 s write is 3× AckWait.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { NatsConnection } from "@nats-io/transport-node";
+import type { JsMsg } from "@nats-io/jetstream";
+import {
+  InMemoryMetrics,
+  LeaseExpiredError,
+  MetricNames,
+  verifyInProgressPolicy,
+  withInProgress,
+  type WorkContext,
+} from "../../src/index.js";
+import { AckSpy } from "../helpers/ack-spy.js";
+import { consumerInfo, createFixture, fetchBatch, publish, type Fixture } from "../helpers/jetstream.js";
+import { startServer, type NatsServer } from "../helpers/nats-server.js";
+
+const ACK_WAIT_MS = 2000;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const policyFor = (over: Record<string, unknown> = {}) =>
+  verifyInProgressPolicy({ enabled: true, intervalMs: 1000, maxHeartbeats: 20, shutdownTimeoutMs: 1000, ...over }, {
+    ackWaitMs: ACK_WAIT_MS,
+    source: "configured",
+  });
+
+/** A second worker on the same durable consumer, pulling for `ms`. */
+async function otherWorker(srv: NatsServer, f: Fixture, ms: number): Promise<{ msgs: JsMsg[]; at: number[]; close(): Promise<void> }> {
+  const nc = await srv.connect();
+  const fx: Fixture = { ...f, nc, js: (await import("@nats-io/jetstream")).jetstream(nc) };
+  const at: number[] = [];
+  const start = performance.now();
+  const msgs = await fetchBatch(fx, 1, ms);
+  for (const _ of msgs) at.push(performance.now() - start);
+  return { msgs, at, close: () => nc.close() };
+}
+
+describe("withInProgress on a real nats-server", () => {
+  let srv: NatsServer;
+  let nc: NatsConnection;
+  let spyConn: NatsConnection;
+
+  beforeAll(async () => {
+    srv = await startServer();
+    nc = await srv.connect();
+    spyConn = await srv.connect();
+  });
+  afterAll(async () => {
+    await nc?.close();
+    await spyConn?.close();
+    await srv?.dispose();
+  });
+
+  async function setup(n = 1): Promise<{ f: Fixture; spy: AckSpy; msgs: JsMsg[]; seqs: number[] }> {
+    const f = await createFixture(nc, { ackWaitMs: ACK_WAIT_MS });
+    const spy = await AckSpy.start(spyConn, f.stream);
+    const seqs = await publish(f, n);
+    const msgs = await fetchBatch(f, n);
+    expect(msgs.map((m) => m.seq)).toEqual(seqs);
+    return { f, spy, msgs, seqs };
+  }
+
+  /** Frames the worker's connection has sent reach the spy after both flush. */
+  async function drain(): Promise<void> {
+    await nc.flush();
+    await spyConn.flush();
+  }
+
+  it("a write of 3× AckWait with beats is delivered once and never redelivered", async () => {
+    const { f, spy, msgs, seqs } = await setup(2);
+    const metrics = new InMemoryMetrics();
+    const other = otherWorker(srv, f, 7000);
+    await withInProgress(msgs, () => sleep(3 * ACK_WAIT_MS), policyFor(), { metrics });
+    for (const m of msgs) m.ack();
+    await drain();
+    const o = await other;
+    await o.close();
+    expect(o.msgs).toHaveLength(0);
+    const info = await consumerInfo(f);
+    expect(info.delivered.consumer_seq).toBe(2);
+    expect(info.num_redelivered).toBe(0);
+    for (const seq of seqs) {
+      const frames = spy.forSequence(seq);
+      const kinds = frames.map((x) => x.kind);
+      // Every +WPI before the final +ACK, all at delivery 1, about one per second.
+      expect(kinds.at(-1)).toBe("+ACK");
+      expect(kinds.slice(0, -1).every((k) => k === "+WPI")).toBe(true);
+      expect(kinds.length - 1).toBeGreaterThanOrEqual(4);
+      expect(kinds.length - 1).toBeLessThanOrEqual(6);
+      expect(frames.every((x) => x.deliveryCount === 1)).toBe(true);
+    }
+    expect(metrics.snapshot().counters[MetricNames.IN_PROGRESS_SUCCESSES_TOTAL]).toBe(spy.of("+WPI", seqs[0]).length);
+    await spy.dispose();
+  });
+
+  it("the same write without beats is redelivered to another worker", async () => {
+    const { f, spy, msgs, seqs } = await setup(1);
+    const other = otherWorker(srv, f, 7000);
+    await withInProgress(msgs, () => sleep(3 * ACK_WAIT_MS), { enabled: false });
+    const o = await other;
+    expect(o.msgs).toHaveLength(1);
+    expect(o.msgs[0]?.seq).toBe(seqs[0]);
+    expect(o.msgs[0]?.info.deliveryCount).toBe(2);
+    expect(spy.of("+WPI")).toHaveLength(0);
+    o.msgs[0]?.ack();
+    await o.close();
+    await spy.dispose();
+  });
+
+  it("reaching maxHeartbeats leads to redelivery, and the work learns its lease expired", async () => {
+    const { f, spy, msgs, seqs } = await setup(1);
+    const other = otherWorker(srv, f, 8000);
+    let ctx: WorkContext | undefined;
+    const metrics = new InMemoryMetrics();
+    const outcome = await withInProgress(
+      msgs,
+      async (c) => {
+        ctx = c;
+        await sleep(3 * ACK_WAIT_MS);
+        return c.signal.reason;
+      },
+      policyFor({ maxHeartbeats: 2, shutdownTimeoutMs: 60_000 }),
+      { metrics },
+    );
+    const o = await other;
+    expect(o.msgs[0]?.seq).toBe(seqs[0]);
+    expect(o.msgs[0]?.info.deliveryCount).toBe(2);
+    // Two beats (at ~1 s and ~2 s) kept it to ~4 s, well before the 6 s write ended.
+    expect(o.at[0]).toBeGreaterThan(3000);
+    expect(spy.of("+WPI", seqs[0])).toHaveLength(2);
+    expect(outcome).toBeInstanceOf(LeaseExpiredError);
+    expect(ctx?.lease?.expired).toBe(true);
+    const c = metrics.snapshot().counters;
+    expect(c[MetricNames.IN_PROGRESS_MAX_HEARTBEATS_REACHED_TOTAL]).toBe(1);
+    expect(c[MetricNames.IN_PROGRESS_LEASE_EXPIRED_TOTAL]).toBe(1);
+    o.msgs[0]?.ack();
+    await o.close();
+    await spy.dispose();
+  });
+
+  it("a throwing write stops the beats at once", async () => {
+    const { spy, msgs, seqs } = await setup(1);
+    const boom = new Error("sink refused");
+    const err = await withInProgress(msgs, async () => {
+      await sleep(2500);
+      throw boom;
+    }, policyFor()).catch((e: unknown) => e);
+    expect(err).toBe(boom);
+    await drain();
+    const beatsAtSettle = spy.of("+WPI", seqs[0]).length;
+    expect(beatsAtSettle).toBeGreaterThanOrEqual(1);
+    await sleep(3000);
+    await drain();
+    expect(spy.of("+WPI", seqs[0])).toHaveLength(beatsAtSettle);
+    expect(spy.of("+ACK")).toHaveLength(0);
+    await spy.dispose();
+  });
+
+  it("abort stops the beats, and the promise settles within shutdownTimeoutMs even if the work ignores it", async () => {
+    const { spy, msgs, seqs } = await setup(1);
+    const ac = new AbortController();
+    setTimeout(() => ac.abort(new Error("shutting down")), 2500);
+    const t0 = performance.now();
+    const err = await withInProgress(msgs, () => sleep(20_000), policyFor({ shutdownTimeoutMs: 1000 }), { signal: ac.signal }).catch(
+      (e: unknown) => e,
+    );
+    const elapsed = performance.now() - t0;
+    expect((err as Error).message).toBe("shutting down");
+    // Abort at 2.5 s plus the 1 s bound; generous upper margin for a loaded machine.
+    expect(elapsed).toBeGreaterThanOrEqual(3400);
+    expect(elapsed).toBeLessThan(6000);
+    await drain();
+    const beats = spy.of("+WPI", seqs[0]).length;
+    await sleep(2500);
+    await drain();
+    expect(spy.of("+WPI", seqs[0])).toHaveLength(beats);
+    expect(spy.frames.filter((x) => x.kind !== "+WPI")).toHaveLength(0);
+    await spy.dispose();
+  });
+
+  it("closing the connection mid-work neither crashes nor acks; the message comes back", async () => {
+    const own = await srv.connect();
+    const f = await createFixture(own, { ackWaitMs: ACK_WAIT_MS });
+    const spy = await AckSpy.start(spyConn, f.stream);
+    const [seq] = await publish(f, 1);
+    const msgs = await fetchBatch(f, 1);
+    const metrics = new InMemoryMetrics();
+    const unhandled: unknown[] = [];
+    const onUnhandled = (e: unknown) => unhandled.push(e);
+    process.on("unhandledRejection", onUnhandled);
+    try {
+      const result = await withInProgress(msgs, async () => {
+        await sleep(1500);
+        await own.close();
+        await sleep(2500);
+        return "written";
+      }, policyFor(), { metrics });
+      expect(result).toBe("written");
+      const c = metrics.snapshot().counters;
+      expect(c[MetricNames.IN_PROGRESS_FAILURES_TOTAL]).toBeGreaterThanOrEqual(1);
+      // The closed connection ended supervision: one failed attempt, no more.
+      expect(c[MetricNames.IN_PROGRESS_FAILURES_TOTAL]).toBe(1);
+      msgs[0]?.ack(); // a no-op on a closed connection
+      const fx: Fixture = { ...f, nc, js: (await import("@nats-io/jetstream")).jetstream(nc), jsm: f.jsm };
+      const again = await fetchBatch({ ...fx }, 1, 5000);
+      expect(again[0]?.seq).toBe(seq);
+      expect(again[0]?.info.deliveryCount).toBe(2);
+      again[0]?.ack();
+      await drain();
+      expect(spy.of("+ACK", seq).every((x) => x.deliveryCount === 2)).toBe(true);
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off("unhandledRejection", onUnhandled);
+      await spy.dispose();
+    }
+  });
+
+  it("a blocked event loop raises the lease-expired signal, and the message was redelivered", async () => {
+    const { f, spy, msgs, seqs } = await setup(1);
+    const metrics = new InMemoryMetrics();
+    const reason = await withInProgress(msgs, async (ctx) => {
+      // Block the whole process for 3 s (longer than the 2 s AckWait) without yielding.
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 3000);
+      // Let the overdue timer tick run.
+      await sleep(50);
+      return ctx.signal.reason;
+    }, policyFor({ shutdownTimeoutMs: 60_000 }), { metrics });
+    expect(reason).toBeInstanceOf(LeaseExpiredError);
+    expect((reason as LeaseExpiredError).overdueMs).toBeGreaterThan(500);
+    expect(spy.of("+WPI", seqs[0])).toHaveLength(0);
+    const again = await fetchBatch(f, 1, 5000);
+    expect(again[0]?.seq).toBe(seqs[0]);
+    expect(again[0]?.info.deliveryCount).toBe(2);
+    again[0]?.ack();
+    const lateness = metrics.snapshot().observations[MetricNames.IN_PROGRESS_TICK_LATENESS_SECONDS] ?? [];
+    expect(Math.max(...lateness)).toBeGreaterThan(1);
+    await spy.dispose();
+  });
+
+  it("confirmed heartbeats: the server answers each +WPI sent with a reply subject", async () => {
+    const { spy, msgs, seqs } = await setup(3);
+    const metrics = new InMemoryMetrics();
+    let ctx: WorkContext | undefined;
+    await withInProgress(msgs, async (c) => {
+      ctx = c;
+      await sleep(2500);
+    }, policyFor(), { metrics, confirm: { connection: nc, timeoutMs: 1000 } });
+    for (const m of msgs) m.ack();
+    await drain();
+    for (const seq of seqs) {
+      const wpi = spy.of("+WPI", seq);
+      expect(wpi.length).toBeGreaterThanOrEqual(2);
+      expect(wpi.every((x) => x.withReply)).toBe(true);
+    }
+    const c = metrics.snapshot().counters;
+    expect(c[MetricNames.IN_PROGRESS_SUCCESSES_TOTAL]).toBe(c[MetricNames.IN_PROGRESS_ATTEMPTS_TOTAL]);
+    expect(c[MetricNames.IN_PROGRESS_FAILURES_TOTAL]).toBeUndefined();
+    expect(ctx?.lease?.remainingMs()).toBeGreaterThan(0);
+    expect(metrics.snapshot().observations[MetricNames.IN_PROGRESS_HEARTBEAT_SECONDS]?.length).toBeGreaterThanOrEqual(2);
+    await spy.dispose();
+  });
+});
