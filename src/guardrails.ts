@@ -353,6 +353,19 @@ export function verifyInProgressPolicy(
   return check.policy;
 }
 
+/**
+ * Checks a consumer's timing on its own (no interval): AckWait present and valid, and BackOff
+ * acceptable under `mode`. Used where heartbeats are off but the timing still matters (NAK
+ * delays, fail-closed setup).
+ *
+ * @internal
+ */
+export function checkConsumerTiming(timing: ConsumerTiming | undefined, mode: BackOffMode): readonly PolicyViolation[] {
+  const violations: PolicyViolation[] = [];
+  checkTiming(timing, mode, undefined, (code, field, message) => violations.push(Object.freeze({ code, field, message })));
+  return Object.freeze(violations);
+}
+
 type Add = (code: ViolationCode, field: string, message: string) => void;
 
 /** Reads own enumerable properties once each; a throwing getter or proxy becomes `undefined`. */
@@ -477,7 +490,7 @@ function checkTiming(
     add(
       "backoff_not_supported",
       "timing.backOffMs",
-      `the consumer has a BackOff (${describeBackOff(backOff)}), which overrides AckWait per delivery: remove the consumer's backoff, or opt into BackOff-aware heartbeats with { backOff: "aware" }`,
+      `the consumer has a BackOff (${describeBackOff(backOff)}), which overrides AckWait per delivery: remove the consumer's backoff, or opt into BackOff-aware mode with { backOff: "aware" }`,
     );
     return undefined;
   }

@@ -43,3 +43,19 @@ export type {
 } from "./diagnostics.js";
 export { withInProgress } from "./with-in-progress.js";
 export type { HeartbeatConfirmation, Lease, WithInProgressOptions, WorkContext } from "./with-in-progress.js";
+export { CommitThenAck } from "./commit-then-ack.js";
+export type {
+  BatchOutcome,
+  BatchResult,
+  BatchWrite,
+  CommitThenAckOptions,
+  ForConsumerOptions,
+  MessageResult,
+  ProcessOptions,
+  TemporaryFailureAction,
+  WriteReport,
+} from "./commit-then-ack.js";
+export type { RunOptions } from "./run-loop.js";
+export type { ConfirmAckOptions } from "./settle.js";
+export { DeadLetterHeaders } from "./dead-letter.js";
+export type { DeadLetterTarget } from "./dead-letter.js";

@@ -58,3 +58,18 @@ export function deliveryInfo(m: JsMsg): { stream: string; consumer: string; stre
     return undefined;
   }
 }
+
+/**
+ * The server version known to a connection (`nc.info.version`) or to the connection that
+ * delivered a message; `undefined` when neither says.
+ */
+export function serverVersionOf(source: unknown): string | undefined {
+  try {
+    const direct = (source as { info?: { version?: unknown } } | undefined)?.info;
+    if (typeof direct?.version === "string") return direct.version;
+    const viaMsg = (source as { msg?: { publisher?: { info?: { version?: unknown } } } } | undefined)?.msg?.publisher?.info;
+    return typeof viaMsg?.version === "string" ? viaMsg.version : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -3,6 +3,7 @@
  * still being worked on — bounded, stopped on every path, never an ack.
  */
 import type { JsMsg } from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/transport-node";
 import { errorName, nextBatchId, publishEvent } from "./diagnostics.js";
 import { HeartbeatLimitError, InProgressPolicyError, LeaseExpiredError } from "./errors.js";
 import { DEFAULT_IN_PROGRESS_POLICY, isVerifiedPolicy, type VerifiedInProgressPolicy } from "./guardrails.js";
@@ -79,7 +80,7 @@ export interface WorkContext {
  */
 export interface HeartbeatConfirmation {
   /** The connection the messages arrived on (or any connection to the same account). */
-  readonly connection: RequestConnection;
+  readonly connection: Pick<NatsConnection, "request">;
   /** Reply timeout per beat; default half the interval, at most 5000 ms. */
   readonly timeoutMs?: number;
 }
@@ -108,7 +109,7 @@ export interface WithInProgressOptions {
   /** Opt-in server-confirmed heartbeats. Without it, success means "handed to the client". */
   readonly confirm?: HeartbeatConfirmation;
   /** The messages' connection, so a closed connection ends supervision at once. */
-  readonly connection?: ClosableConnection;
+  readonly connection?: Pick<NatsConnection, "isClosed">;
   /** Send a beat only if the work called `ctx.progress()` since the previous one (stuck is not slow). */
   readonly requireProgress?: boolean;
 }

@@ -1,0 +1,423 @@
+/**
+ * CommitThenAck against a real nats-server. AckWait is 2 s unless a test says otherwise; the
+ * ack-frame spy and consumer info are the oracles.
+ */
+import { spawn } from "node:child_process";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AckPolicy, jetstream, jetstreamManager, type JsMsg } from "@nats-io/jetstream";
+import { nanos, type NatsConnection } from "@nats-io/transport-node";
+import {
+  CommitThenAck,
+  ConsumerPolicyError,
+  DeadLetterHeaders,
+  InMemoryMetrics,
+  MetricNames,
+  PermanentSinkError,
+  TemporarySinkError,
+  verifyInProgressPolicy,
+} from "../../src/index.js";
+import { AckSpy } from "../helpers/ack-spy.js";
+import { consumerInfo, createFixture, eventually, fetchBatch, publish, uniqueName, type Fixture } from "../helpers/jetstream.js";
+import { startServer, type NatsServer } from "../helpers/nats-server.js";
+
+const ACK_WAIT_MS = 2000;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const root = join(import.meta.dirname, "..", "..");
+const policy = () =>
+  verifyInProgressPolicy({ enabled: true, intervalMs: 700, maxHeartbeats: 50, shutdownTimeoutMs: 1000 }, { ackWaitMs: ACK_WAIT_MS, source: "configured" });
+
+describe("CommitThenAck on a real nats-server", () => {
+  let srv: NatsServer;
+  let nc: NatsConnection;
+  let spyConn: NatsConnection;
+
+  beforeAll(async () => {
+    srv = await startServer();
+    nc = await srv.connect();
+    spyConn = await srv.connect();
+  });
+  afterAll(async () => {
+    await nc?.close();
+    await spyConn?.close();
+    await srv?.dispose();
+  });
+
+  const drain = async () => {
+    await nc.flush();
+    await spyConn.flush();
+  };
+
+  it("orders frames: every +WPI before the final frame, the +ACK only after the write resolved", async () => {
+    const f = await createFixture(nc, { ackWaitMs: ACK_WAIT_MS });
+    await using spy = await AckSpy.start(spyConn, f.stream);
+    const seqs = await publish(f, 3);
+    const msgs = await fetchBatch(f, 3);
+    const metrics = new InMemoryMetrics();
+    const ack = new CommitThenAck({ inProgress: policy(), metrics });
+    let resolvedAt = 0;
+    const result = await ack.process(msgs, async () => {
+      await sleep(2500);
+      await drain();
+      resolvedAt = performance.now();
+    });
+    await drain();
+    expect(result).toMatchObject({ outcome: "acked", acked: 3 });
+    expect(result.heartbeats).toBeGreaterThanOrEqual(3);
+    for (const seq of seqs) {
+      const frames = spy.forSequence(seq);
+      expect(frames.map((x) => x.kind)).toEqual([...Array(frames.length - 1).fill("+WPI"), "+ACK"]);
+      expect(frames.at(-1)!.at).toBeGreaterThan(resolvedAt);
+      expect(frames.filter((x) => x.kind === "+WPI").every((x) => x.at < resolvedAt)).toBe(true);
+    }
+    const c = metrics.snapshot().counters;
+    expect(c[MetricNames.MESSAGES_ACKED_TOTAL]).toBe(3);
+    expect(metrics.snapshot().observations[MetricNames.BATCH_WRITE_SECONDS]?.[0]).toBeGreaterThan(2);
+  });
+
+  it("three workers on one durable consumer, writes longer than AckWait: every message committed once, no redelivery", async () => {
+    const f = await createFixture(nc, { ackWaitMs: ACK_WAIT_MS });
+    await publish(f, 12);
+    const committed: number[] = [];
+    const deliveries: string[] = [];
+    const shutdown = new AbortController();
+    const workers = await Promise.all(
+      [1, 2, 3].map(async (w) => {
+        const conn = await srv.connect();
+        const ack = await CommitThenAck.forConsumer(await jetstreamManager(conn), f.stream, f.consumer, {
+          inProgress: { enabled: true, intervalMs: 700, maxHeartbeats: 50 },
+          connection: conn,
+        });
+        const consumer = await jetstream(conn).consumers.get(f.stream, f.consumer);
+        const done = ack.run(
+          consumer,
+          async (msgs) => {
+            for (const m of msgs) deliveries.push(`${m.seq}@${m.info.deliveryCount}`);
+            await sleep(3000);
+            for (const m of msgs) committed.push(m.seq);
+          },
+          { batchSize: 2, signal: shutdown.signal },
+        );
+        return { conn, done, w };
+      }),
+    );
+    await eventually(() => committed.length === 12, "12 commits", 40_000, 100);
+    shutdown.abort();
+    for (const w of workers) {
+      await w.done;
+      await w.conn.close();
+    }
+    expect([...committed].sort((a, b) => a - b)).toEqual(Array.from({ length: 12 }, (_, i) => i + 1));
+    expect(deliveries.every((d) => d.endsWith("@1"))).toBe(true);
+    const info = await consumerInfo(f);
+    expect(info.delivered.consumer_seq).toBe(12);
+    expect(info.num_redelivered).toBe(0);
+    expect(info.num_ack_pending).toBe(0);
+    expect(info.ack_floor.stream_seq).toBe(12);
+  });
+
+  it("a temporary failure is NAKed with its delay and redelivered after it", async () => {
+    const f = await createFixture(nc, { ackWaitMs: 30_000 });
+    await using spy = await AckSpy.start(spyConn, f.stream);
+    const [seq] = await publish(f, 1);
+    const msgs = await fetchBatch(f, 1);
+    const ack = new CommitThenAck({ onTemporaryFailure: { action: "nak", delayMs: 1500 } });
+    const t0 = performance.now();
+    const result = await ack.process(msgs, () => {
+      throw new TemporarySinkError("db busy");
+    });
+    expect(result).toMatchObject({ outcome: "nacked", nacked: 1 });
+    expect(result.messages[0]).toMatchObject({ requestedDelayMs: 1500, effectiveDelayMs: 1500 });
+    expect((result.error as Error).message).toBe("db busy");
+    const again = await fetchBatch(f, 1, 6000);
+    const waited = performance.now() - t0;
+    expect(again[0]?.seq).toBe(seq!);
+    expect(again[0]?.info.deliveryCount).toBe(2);
+    expect(waited).toBeGreaterThanOrEqual(1400);
+    expect(spy.of("-NAK", seq)[0]?.payload).toBe(`-NAK {"delay":${nanos(1500)}}`);
+    again[0]?.ack();
+  });
+
+  it("an unclassified error is retried, never treated as permanent; leave sends nothing", async () => {
+    const f = await createFixture(nc, { ackWaitMs: ACK_WAIT_MS });
+    await using spy = await AckSpy.start(spyConn, f.stream);
+    const [seq] = await publish(f, 1);
+    const msgs = await fetchBatch(f, 1);
+    const ack = new CommitThenAck({ onTemporaryFailure: { action: "leave" } });
+    const result = await ack.process(msgs, () => Promise.reject(new RangeError("what is this")));
+    expect(result).toMatchObject({ outcome: "left", left: 1 });
+    await drain();
+    expect(spy.forSequence(seq!)).toHaveLength(0);
+    const again = await fetchBatch(f, 1, 6000);
+    expect(again[0]?.info.deliveryCount).toBe(2);
+    again[0]?.ack();
+  });
+
+  it("a permanent failure lands in the dead-letter stream (headers, message id) and is not redelivered", async () => {
+    const f = await createFixture(nc, { ackWaitMs: ACK_WAIT_MS });
+    const dlqStream = uniqueName("DLQ");
+    const dlqSubject = `${dlqStream.toLowerCase()}.dead`;
+    await f.jsm.streams.add({ name: dlqStream, subjects: [dlqSubject] });
+    await using spy = await AckSpy.start(spyConn, f.stream);
+    const { headers } = await import("@nats-io/transport-node");
+    const h = headers();
+    h.set("Tenant", "t-7");
+    await f.js.publish(f.subject, "poison", { headers: h, msgID: "original-id" });
+    const msgs = await fetchBatch(f, 1);
+    const metrics = new InMemoryMetrics();
+    const ack = new CommitThenAck({ deadLetter: { js: f.js, subject: dlqSubject }, metrics });
+    const result = await ack.process(msgs, () => {
+      throw new PermanentSinkError("cannot parse");
+    });
+    expect(result).toMatchObject({ outcome: "dead_lettered", deadLettered: 1 });
+    const dlq = await f.js.consumers.get(dlqStream);
+    const copy = await dlq.next({ expires: 2000 });
+    expect(copy?.string()).toBe("poison");
+    expect(copy?.headers?.get("Tenant")).toBe("t-7");
+    expect(copy?.headers?.get(DeadLetterHeaders.STREAM)).toBe(f.stream);
+    expect(copy?.headers?.get(DeadLetterHeaders.CONSUMER)).toBe(f.consumer);
+    expect(copy?.headers?.get(DeadLetterHeaders.STREAM_SEQUENCE)).toBe("1");
+    expect(copy?.headers?.get(DeadLetterHeaders.DELIVERY_COUNT)).toBe("1");
+    expect(copy?.headers?.get(DeadLetterHeaders.ERROR)).toBe("PermanentSinkError");
+    expect(copy?.headers?.get(DeadLetterHeaders.SUBJECT)).toBe(f.subject);
+    expect(copy?.headers?.get("Nats-Msg-Id")).toBe(`${f.stream}:1`);
+    expect(JSON.stringify([...(copy?.headers ?? [])])).not.toContain("cannot parse");
+    // The original was acked after the copy was confirmed, and is never redelivered.
+    await drain();
+    expect(spy.of("+ACK", 1)).toHaveLength(1);
+    expect(await fetchBatch(f, 1, 3000)).toHaveLength(0);
+    expect(metrics.snapshot().counters[MetricNames.MESSAGES_DEAD_LETTERED_TOTAL]).toBe(1);
+    // A second dead-letter publish of the same message is deduplicated by the stream.
+    const info = await f.jsm.streams.info(dlqStream);
+    await f.js.publish(dlqSubject, "poison", { msgID: `${f.stream}:1` });
+    expect((await f.jsm.streams.info(dlqStream)).state.messages).toBe(info.state.messages);
+  });
+
+  it("a failed dead-letter publish leaves the original redeliverable", async () => {
+    const f = await createFixture(nc, { ackWaitMs: ACK_WAIT_MS });
+    await using spy = await AckSpy.start(spyConn, f.stream);
+    const [seq] = await publish(f, 1);
+    const msgs = await fetchBatch(f, 1);
+    const ack = new CommitThenAck({
+      deadLetter: { js: f.js, subject: "no.stream.captures.this", timeoutMs: 1000 },
+      onTemporaryFailure: { action: "leave" },
+    });
+    const result = await ack.process(msgs, () => {
+      throw new PermanentSinkError("poison");
+    });
+    expect(result.outcome).toBe("left");
+    expect(result.messages[0]?.settleError).toBeDefined();
+    await drain();
+    expect(spy.of("+ACK", seq)).toHaveLength(0);
+    const again = await fetchBatch(f, 1, 6000);
+    expect(again[0]?.seq).toBe(seq);
+    expect(again[0]?.info.deliveryCount).toBe(2);
+    again[0]?.ack();
+  });
+
+  it("Term on this server is a bare +TERM and really stops redelivery", async () => {
+    const f = await createFixture(nc, { ackWaitMs: ACK_WAIT_MS });
+    await using spy = await AckSpy.start(spyConn, f.stream);
+    const [seq] = await publish(f, 1);
+    const msgs = await fetchBatch(f, 1);
+    const ack = new CommitThenAck({ connection: nc, onTemporaryFailure: { action: "nak" } });
+    const result = await ack.process(msgs, () => {
+      throw new PermanentSinkError("poison");
+    });
+    expect(result).toMatchObject({ outcome: "termed", termed: 1 });
+    await drain();
+    const term = spy.of("+TERM", seq);
+    expect(term).toHaveLength(1);
+    const version = nc.info?.version ?? "";
+    const [maj, min, pat] = version.split(".").map(Number);
+    const reasonOk = maj! > 2 || (maj === 2 && (min! > 10 || (min === 10 && pat! >= 4)));
+    expect(term[0]?.payload).toBe(reasonOk ? "+TERM permanent failure: PermanentSinkError" : "+TERM");
+    expect(await fetchBatch(f, 1, 3000)).toHaveLength(0);
+    const info = await consumerInfo(f);
+    expect(info.num_ack_pending).toBe(0);
+    expect(info.num_redelivered).toBe(0);
+  });
+
+  it("confirmed ACKs wait for the server's reply", async () => {
+    const f = await createFixture(nc, { ackWaitMs: ACK_WAIT_MS });
+    await using spy = await AckSpy.start(spyConn, f.stream);
+    await publish(f, 2);
+    const msgs = await fetchBatch(f, 2);
+    const ack = new CommitThenAck({ connection: nc, confirmAck: { timeoutMs: 2000, retries: 1 } });
+    const result = await ack.process(msgs, async () => undefined);
+    expect(result.outcome).toBe("acked");
+    expect(result.messages.map((m) => m.confirmed)).toEqual([true, true]);
+    await drain();
+    expect(spy.of("+ACK").every((x) => x.withReply)).toBe(true);
+    expect((await consumerInfo(f)).num_ack_pending).toBe(0);
+  });
+
+  it("partial results: the committed messages are acked, the failures settled by class", async () => {
+    const f = await createFixture(nc, { ackWaitMs: ACK_WAIT_MS });
+    await using spy = await AckSpy.start(spyConn, f.stream);
+    const seqs = await publish(f, 4);
+    const msgs = await fetchBatch(f, 4);
+    const ack = new CommitThenAck({ onTemporaryFailure: { action: "nak", delayMs: 5000 } });
+    const result = await ack.process(msgs, (batch) => ({
+      failed: [
+        { msg: batch[1]!, error: new TemporarySinkError("row lock") },
+        { msg: batch[2]!, error: new PermanentSinkError("bad row") },
+      ],
+    }));
+    expect(result).toMatchObject({ outcome: "partial", acked: 2, nacked: 1, termed: 1 });
+    await drain();
+    expect(spy.forSequence(seqs[0]!).map((x) => x.kind)).toEqual(["+ACK"]);
+    expect(spy.forSequence(seqs[1]!).map((x) => x.kind)).toEqual(["-NAK"]);
+    expect(spy.forSequence(seqs[2]!).map((x) => x.kind)).toEqual(["+TERM"]);
+    expect(spy.forSequence(seqs[3]!).map((x) => x.kind)).toEqual(["+ACK"]);
+  });
+
+  it("forConsumer fails closed before anything is delivered: BackOff, too-small AckWait, missing consumer, drift, push/ephemeral, non-explicit", async () => {
+    const jsm = await jetstreamManager(nc);
+    const expectRefused = async (p: Promise<unknown>, reason: string) => {
+      const err = await p.catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ConsumerPolicyError);
+      expect((err as ConsumerPolicyError).reason).toBe(reason);
+      return err as ConsumerPolicyError;
+    };
+    const backoff = await createFixture(nc, { ackWaitMs: 1000, backOffMs: [1000, 4000], maxDeliver: 5 });
+    await publish(backoff, 2);
+    const e1 = await expectRefused(
+      CommitThenAck.forConsumer(jsm, backoff.stream, backoff.consumer, { inProgress: { enabled: true, intervalMs: 500 } }),
+      "policy_violation",
+    );
+    expect(e1.violations.map((v) => v.code)).toEqual(["backoff_not_supported"]);
+    // Even with heartbeats off, a BackOff changes NAK delays: refused in reject mode.
+    await expectRefused(CommitThenAck.forConsumer(jsm, backoff.stream, backoff.consumer), "policy_violation");
+
+    const small = await createFixture(nc, { ackWaitMs: 4000 });
+    await publish(small, 2);
+    const e2 = await expectRefused(
+      CommitThenAck.forConsumer(jsm, small.stream, small.consumer, { inProgress: { enabled: true, intervalMs: 5000 } }),
+      "policy_violation",
+    );
+    expect(e2.violations.map((v) => v.code)).toEqual(["interval_too_close_to_ack_wait"]);
+    expect(e2.message).toContain("80% of AckWait 4000 ms");
+    await expectRefused(CommitThenAck.forConsumer(jsm, small.stream, small.consumer, { ackWaitMs: 30_000 }), "ack_wait_drift");
+
+    await expectRefused(CommitThenAck.forConsumer(jsm, small.stream, "NO_SUCH_CONSUMER"), "consumer_not_found");
+    await expectRefused(CommitThenAck.forConsumer(jsm, "NO_SUCH_STREAM", "X"), "consumer_not_found");
+
+    const name = uniqueName("NOACK");
+    await jsm.consumers.add(small.stream, { durable_name: name, ack_policy: AckPolicy.None });
+    await expectRefused(CommitThenAck.forConsumer(jsm, small.stream, name), "ack_policy_not_explicit");
+    const eph = await jsm.consumers.add(small.stream, { ack_policy: AckPolicy.Explicit, inactive_threshold: nanos(60_000) });
+    await expectRefused(CommitThenAck.forConsumer(jsm, small.stream, eph.name), "not_durable");
+
+    for (const f of [backoff, small]) {
+      const info = await consumerInfo(f);
+      expect(info.delivered.consumer_seq).toBe(0);
+      expect(info.num_pending).toBe(2);
+    }
+    // And a good one passes, with the inspected timing.
+    const ok = await CommitThenAck.forConsumer(jsm, small.stream, small.consumer, { inProgress: { enabled: true, intervalMs: 3000 }, ackWaitMs: 4000 });
+    expect(ok.policy).toMatchObject({ enabled: true, intervalMs: 3000, timing: { ackWaitMs: 4000, source: "inspected" } });
+  });
+
+  it("a worker process killed mid-write: its message is redelivered after AckWait and committed by another worker", async () => {
+    const f = await createFixture(nc, { ackWaitMs: ACK_WAIT_MS });
+    await using spy = await AckSpy.start(spyConn, f.stream);
+    const [seq] = await publish(f, 1);
+    // node itself, not the tsx wrapper (which would survive its child being killed, or the reverse).
+    const child = spawn(process.execPath, ["--import", "tsx", join(root, "test", "helpers", "worker-process.ts")], {
+      cwd: root,
+      env: { ...process.env, NATS_URL: srv.url, STREAM: f.stream, CONSUMER: f.consumer, INTERVAL_MS: "500" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+    try {
+      const lines = createInterface({ input: child.stdout! });
+      let writing = false;
+      lines.on("line", (l) => {
+        if (l.startsWith("writing")) writing = true;
+      });
+      await eventually(() => writing, "the child to start writing", 30_000);
+      // It keeps the message alive with beats: wait for a few, then kill it without warning.
+      await spy.waitFor((fr) => fr.filter((x) => x.kind === "+WPI" && x.streamSequence === seq).length >= 3, 10_000, "3 beats from the child");
+      child.kill("SIGKILL");
+      await exited;
+      const killedAt = performance.now();
+      const committed: number[] = [];
+      const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, { inProgress: { enabled: true, intervalMs: 500 } });
+      const shutdown = new AbortController();
+      const consumer = await f.js.consumers.get(f.stream, f.consumer);
+      let redeliveredAfter = 0;
+      const run = ack.run(consumer, async (msgs: readonly JsMsg[]) => {
+        redeliveredAfter = performance.now() - killedAt;
+        for (const m of msgs) {
+          expect(m.info.deliveryCount).toBe(2);
+          committed.push(m.seq);
+        }
+      }, { signal: shutdown.signal });
+      await eventually(() => committed.length === 1, "the redelivered commit", 15_000).finally(() => shutdown.abort());
+      shutdown.abort();
+      await run;
+      expect(committed).toEqual([seq]);
+      // Not before the last beat's AckWait could have run out.
+      expect(redeliveredAfter).toBeGreaterThan(ACK_WAIT_MS - 600);
+      await drain();
+      expect(spy.of("+ACK", seq).map((x) => x.deliveryCount)).toEqual([2]);
+    } finally {
+      child.kill("SIGKILL");
+      await exited;
+    }
+  });
+
+  it("shutdown mid-batch: nothing acked that was not committed, and run resolves within the bound", async () => {
+    const f = await createFixture(nc, { ackWaitMs: ACK_WAIT_MS });
+    await using spy = await AckSpy.start(spyConn, f.stream);
+    const seqs = await publish(f, 3);
+    const ack = new CommitThenAck({ inProgress: policy() });
+    const consumer = await f.js.consumers.get(f.stream, f.consumer);
+    const shutdown = new AbortController();
+    let started = false;
+    const run = ack.run(consumer, async () => {
+      started = true;
+      await sleep(30_000); // ignores its signal
+    }, { batchSize: 3, signal: shutdown.signal });
+    await eventually(() => started, "the write to start");
+    await sleep(800);
+    const t0 = performance.now();
+    shutdown.abort();
+    await run;
+    const took = performance.now() - t0;
+    expect(took).toBeLessThan(1000 + 2000);
+    await drain();
+    expect(spy.of("+ACK")).toHaveLength(0);
+    expect(spy.of("-NAK")).toHaveLength(0);
+    expect(spy.of("+WPI").length).toBeGreaterThanOrEqual(3);
+    // Left for redelivery: the next worker gets all three back.
+    const again = await fetchBatch(f, 3, 6000);
+    expect(again.map((m) => m.seq)).toEqual(seqs);
+    expect(again.every((m) => m.info.deliveryCount === 2)).toBe(true);
+    for (const m of again) m.ack();
+  });
+
+  it("run hands fetched-but-unstarted messages back on shutdown and survives fetch errors", async () => {
+    const f = await createFixture(nc, { ackWaitMs: 30_000 });
+    const errors: unknown[] = [];
+    const metrics = new InMemoryMetrics();
+    const ack = new CommitThenAck({ metrics });
+    const consumer = await f.js.consumers.get(f.stream, f.consumer);
+    const shutdown = new AbortController();
+    const seen: number[] = [];
+    const run = ack.run(consumer, async (msgs) => {
+      for (const m of msgs) seen.push(m.seq);
+    }, { signal: shutdown.signal, onError: (e) => errors.push(e) });
+    await publish(f, 2);
+    await eventually(() => seen.length === 2, "two commits");
+    // Delete the consumer under the loop: fetches fail, the loop reports and keeps trying.
+    await f.jsm.consumers.delete(f.stream, f.consumer);
+    await eventually(() => errors.length >= 2, "fetch errors to be reported", 20_000);
+    shutdown.abort();
+    await run;
+    expect(metrics.snapshot().counters[MetricNames.FETCH_FAILURES_TOTAL]).toBeGreaterThanOrEqual(2);
+    expect(metrics.snapshot().counters[MetricNames.MESSAGES_ACKED_TOTAL]).toBe(2);
+  });
+});
