@@ -62,8 +62,9 @@ const PROM_TYPE = { counter: "counter", gauge: "gauge", observation: "histogram"
  * the full set (at zero) before the first message.
  *
  * Calling it again with the same registry and prefix reuses the metrics already registered
- * there (no "already registered" error); both sinks then feed the same series. A metric of
- * another type under one of these names is refused with an `Error` naming it.
+ * there (no "already registered" error), with the help text, label names and buckets they
+ * were registered with; both sinks then feed the same series. A metric of another type under
+ * one of these names is refused with an `Error` naming it, before anything is registered.
  *
  * Recording never throws: unknown names, a name used with the wrong kind, non-finite values,
  * counter increments that are not positive and negative observations are ignored, and labels
