@@ -1,7 +1,11 @@
 import { defineConfig } from "tsup";
 
 export default defineConfig({
-  entry: { index: "src/index.ts" },
+  entry: {
+    index: "src/index.ts",
+    prometheus: "src/prometheus.ts",
+    opentelemetry: "src/opentelemetry.ts",
+  },
   format: ["esm", "cjs"],
   dts: true,
   clean: true,
@@ -10,4 +14,6 @@ export default defineConfig({
   platform: "node",
   splitting: false,
   treeshake: true,
+  // Optional peers of the adapter entry points: never bundled, never reached from the root.
+  external: ["prom-client", "@opentelemetry/api"],
 });
