@@ -190,12 +190,14 @@ describe("withInProgress on a real nats-server", () => {
     const onUnhandled = (e: unknown) => unhandled.push(e);
     process.on("unhandledRejection", onUnhandled);
     try {
+      // The lease runs out ~1 s after the close; a long shutdown bound lets the work finish
+      // on its own time instead of racing it.
       const result = await withInProgress(msgs, async () => {
         await sleep(1500);
         await own.close();
         await sleep(2500);
         return "written";
-      }, policyFor(), { metrics });
+      }, policyFor({ shutdownTimeoutMs: 60_000 }), { metrics });
       expect(result).toBe("written");
       const c = metrics.snapshot().counters;
       expect(c[MetricNames.IN_PROGRESS_FAILURES_TOTAL]).toBeGreaterThanOrEqual(1);
