@@ -41,3 +41,6 @@ export type {
   HeartbeatSentEvent,
   LeaseExpiredEvent,
 } from "./diagnostics.js";
+export { watchConsumer } from "./watch-consumer.js";
+export type { ConsumerInfoSource, ConsumerPollFailure, ConsumerWatch, WatchConsumerOptions } from "./watch-consumer.js";
+export type { ConsumerHealthSample } from "./consumer-health.js";
