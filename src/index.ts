@@ -59,3 +59,6 @@ export type { RunOptions } from "./run-loop.js";
 export type { ConfirmAckOptions } from "./settle.js";
 export { DeadLetterHeaders } from "./dead-letter.js";
 export type { DeadLetterTarget } from "./dead-letter.js";
+export { watchConsumer } from "./watch-consumer.js";
+export type { ConsumerInfoSource, ConsumerPollFailure, ConsumerWatch, WatchConsumerOptions } from "./watch-consumer.js";
+export type { ConsumerHealthSample } from "./consumer-health.js";
