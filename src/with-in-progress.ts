@@ -143,10 +143,12 @@ const MAX_CONFIRM_TIMEOUT_MS = 5000;
  * @example
  * ```ts
  * const policy = verifyInProgressPolicy({ enabled: true, intervalMs: 10_000 }, consumerTimingFromConfig(info));
- * for await (const m of await consumer.fetch({ max_messages: 1 })) {
- *   await withInProgress(m, (ctx) => db.insert(m.json(), { signal: ctx.signal }), policy);
- *   m.ack(); // only after the write resolved
- * }
+ * const batch = [];
+ * for await (const m of await consumer.fetch({ max_messages: 100, expires: 1_000 })) batch.push(m);
+ * await withInProgress(batch, (ctx) => db.insertMany(batch.map((m) => m.json()), { signal: ctx.signal }), policy, {
+ *   receivedAt: Date.now(),
+ * });
+ * for (const m of batch) m.ack(); // only after the write resolved
  * ```
  */
 export async function withInProgress<T>(

@@ -1,0 +1,33 @@
+import { execFile } from "node:child_process";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startServer, type NatsServer } from "../helpers/nats-server.js";
+
+const run = promisify(execFile);
+const root = join(import.meta.dirname, "..", "..");
+const tsx = join(root, "node_modules", ".bin", "tsx");
+
+describe("engine examples run against a real server", () => {
+  let srv: NatsServer;
+  beforeAll(async () => {
+    srv = await startServer();
+  });
+  afterAll(async () => {
+    await srv?.dispose();
+  });
+
+  it("with-in-progress keeps a 5 s write alive through a 2 s AckWait", async () => {
+    const { stdout } = await run(tsx, [join(root, "examples", "with-in-progress.ts")], { cwd: root, env: { ...process.env, NATS_URL: srv.url }, timeout: 60_000 });
+    const beats = Number(/heartbeats sent: (\d+)/.exec(stdout)?.[1]);
+    expect(beats).toBeGreaterThanOrEqual(4);
+    expect(stdout).toContain("deliveries: 1, redelivered: 0, acked up to: 1");
+  });
+
+  it("commit-then-ack writes, retries, dead-letters and stops", async () => {
+    const { stdout } = await run(tsx, [join(root, "examples", "commit-then-ack.ts")], { cwd: root, env: { ...process.env, NATS_URL: srv.url }, timeout: 60_000 });
+    expect(stdout).toContain("written: ok-1, ok-2, busy");
+    expect(stdout).toContain("dead-lettered: 1");
+    expect(stdout).toContain("ack pending: 0, acked up to: 4");
+  });
+});
