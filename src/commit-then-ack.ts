@@ -12,6 +12,7 @@ import {
   isVerifiedPolicy,
   type BackOffMode,
   type ConsumerTiming,
+  type DisabledInProgressPolicy,
   type InProgressPolicy,
   type VerifiedInProgressPolicy,
 } from "./guardrails.js";
@@ -62,7 +63,22 @@ export type TemporaryFailureAction =
  */
 export interface WriteReport {
   /** The messages that were not written, each with its error. */
-  readonly failed: ReadonlyArray<{ readonly msg: JsMsg; readonly error: unknown }>;
+  readonly failed: readonly FailedMessage[];
+}
+
+/**
+ * One message a write could not commit.
+ *
+ * @example
+ * ```ts
+ * const f: FailedMessage = { msg, error: new TemporarySinkError("row locked") };
+ * ```
+ */
+export interface FailedMessage {
+  /** A message of the batch. */
+  readonly msg: JsMsg;
+  /** Why it failed; its class decides how it is settled. */
+  readonly error: unknown;
 }
 
 /**
@@ -93,7 +109,7 @@ export type BatchWrite = (msgs: readonly JsMsg[], ctx: WorkContext) => Promise<v
  */
 export interface CommitThenAckOptions {
   /** The heartbeat policy (verified), or `{ enabled: false }`; default disabled. */
-  readonly inProgress?: VerifiedInProgressPolicy | { readonly enabled: false };
+  readonly inProgress?: VerifiedInProgressPolicy | DisabledInProgressPolicy;
   /** Where metrics go. */
   readonly metrics?: MetricsSink;
   /** Temporary failures: `{ action: "nak", delayMs }` (default, bare NAK) or `{ action: "leave" }`. */
@@ -238,7 +254,7 @@ export interface ProcessOptions {
  */
 export class CommitThenAck {
   readonly #options: CommitThenAckOptions;
-  readonly #policy: VerifiedInProgressPolicy | { readonly enabled: false };
+  readonly #policy: VerifiedInProgressPolicy | DisabledInProgressPolicy;
   readonly #metrics: MetricsRecorder;
   readonly #nakBackOff: readonly number[] | undefined;
 
@@ -306,7 +322,7 @@ export class CommitThenAck {
   }
 
   /** The verified heartbeat policy in use (or `{ enabled: false }`). */
-  get policy(): VerifiedInProgressPolicy | { readonly enabled: false } {
+  get policy(): VerifiedInProgressPolicy | DisabledInProgressPolicy {
     return this.#policy;
   }
 

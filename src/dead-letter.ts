@@ -42,6 +42,7 @@ export const DeadLetterHeaders = {
 export interface DeadLetterTarget {
   /** A JetStream client; only `publish` is used. */
   readonly js: {
+    /** Publishes and resolves with the stream's ack (`JetStreamClient.publish`). */
     publish(
       subject: string,
       payload?: Uint8Array | string,

@@ -157,6 +157,20 @@ export interface VerifiedInProgressPolicy extends InProgressPolicy {
 }
 
 /**
+ * A policy that sends no heartbeat; accepted by `withInProgress` and `CommitThenAck` without
+ * verification.
+ *
+ * @example
+ * ```ts
+ * const off: DisabledInProgressPolicy = { enabled: false };
+ * ```
+ */
+export interface DisabledInProgressPolicy {
+  /** Always `false`. */
+  readonly enabled: false;
+}
+
+/**
  * The result of {@link checkInProgressPolicy}.
  *
  * @example

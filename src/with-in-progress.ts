@@ -6,7 +6,7 @@ import type { JsMsg } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { errorName, nextBatchId, publishEvent } from "./diagnostics.js";
 import { HeartbeatLimitError, InProgressPolicyError, LeaseExpiredError } from "./errors.js";
-import { DEFAULT_IN_PROGRESS_POLICY, isVerifiedPolicy, type VerifiedInProgressPolicy } from "./guardrails.js";
+import { DEFAULT_IN_PROGRESS_POLICY, isVerifiedPolicy, type DisabledInProgressPolicy, type VerifiedInProgressPolicy } from "./guardrails.js";
 import {
   sendConfirmedRound,
   sendRound,
@@ -154,7 +154,7 @@ const MAX_CONFIRM_TIMEOUT_MS = 5000;
 export async function withInProgress<T>(
   msgs: JsMsg | readonly JsMsg[],
   work: (ctx: WorkContext) => Promise<T> | T,
-  policy: VerifiedInProgressPolicy | { readonly enabled: false },
+  policy: VerifiedInProgressPolicy | DisabledInProgressPolicy,
   options: WithInProgressOptions = {},
 ): Promise<T> {
   return await superviseWork(msgs, work, policy, options, sharedScheduler());
@@ -168,7 +168,7 @@ export async function withInProgress<T>(
 export async function superviseWork<T>(
   msgs: JsMsg | readonly JsMsg[],
   work: (ctx: WorkContext) => Promise<T> | T,
-  policy: VerifiedInProgressPolicy | { readonly enabled: false },
+  policy: VerifiedInProgressPolicy | DisabledInProgressPolicy,
   options: WithInProgressOptions,
   scheduler: Scheduler,
 ): Promise<T> {
