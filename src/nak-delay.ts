@@ -30,7 +30,9 @@ export function nakDelay(requestedMs: number, n: number | undefined, backOffMs: 
   const first = backOffMs[0]!;
   // An unknown delivery count takes the largest step: the real wait is then at most what is reported.
   const idx = n === undefined ? backOffMs.length - 1 : Math.min(Math.max(n, 1) - 1, backOffMs.length - 1);
-  const excess = Math.max(0, backOffMs[idx]! - first);
+  // Negative when a later step is shorter than the first: the server then waits less than the
+  // delay sent, so the delay must grow rather than be clamped.
+  const excess = backOffMs[idx]! - first;
   const send = requested - excess;
   if (send >= 1) return { sendMs: Math.round(send), effectiveMs: requested, adjusted: false };
   return { sendMs: 1, effectiveMs: excess + 1, adjusted: true };
