@@ -7,7 +7,7 @@ import type { Consumer, JetStreamManager, JsMsg } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { publishDeadLetter, type DeadLetterTarget } from "./dead-letter.js";
 import { errorName, nextBatchId, publishEvent } from "./diagnostics.js";
-import { LeaseExpiredError, PermanentSinkError } from "./errors.js";
+import { InProgressPolicyError, LeaseExpiredError, PermanentSinkError } from "./errors.js";
 import {
   isVerifiedPolicy,
   type BackOffMode,
@@ -375,6 +375,9 @@ export class CommitThenAck {
       );
       writeOk = true;
     } catch (err) {
+      // Rejected before the write started: a malformed argument is the caller's bug, not a sink
+      // failure to NAK over and over. Nothing was sent; the messages stay redeliverable.
+      if (ctx === undefined && (err instanceof TypeError || err instanceof InProgressPolicyError)) throw err;
       writeError = err;
     }
     const writeMs = performance.now() - started;
@@ -570,6 +573,10 @@ function validateOptions(options: unknown): CommitThenAckOptions {
     if ((c.retries ?? 2) !== 0 && (!o.connection || typeof o.connection.request !== "function")) {
       throw new TypeError("options.confirmAck retries publish +ACK requests themselves and need options.connection (the NatsConnection); set retries: 0 to go without");
     }
+  }
+  const conn = o.connection as unknown;
+  if (conn !== undefined && (conn === null || typeof conn !== "object" || typeof (conn as { isClosed?: unknown }).isClosed !== "function")) {
+    throw new TypeError("options.connection must be the NatsConnection the messages arrive on (nc from connect())");
   }
   if (o.backOff !== undefined && o.backOff !== "reject" && o.backOff !== "aware") {
     throw new TypeError(`options.backOff must be "reject" or "aware", got ${JSON.stringify(o.backOff)}`);
