@@ -120,3 +120,14 @@ export class ManualClock implements Clock {
     }
   }
 }
+
+/** A promise the test resolves or rejects by hand. */
+export function deferred<T = void>(): { promise: Promise<T>; resolve: (v: T) => void; reject: (e: unknown) => void } {
+  let resolve!: (v: T) => void;
+  let reject!: (e: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}

@@ -8,32 +8,20 @@ import { CommitThenAck, ConsumerPolicyError, InMemoryMetrics, MetricNames, Tempo
 import { MAX_DELIVER_EQUAL_SINCE, atLeast } from "../../src/server-version.js";
 import { AckSpy } from "../helpers/ack-spy.js";
 import { consumerInfo, createFixture, fetchBatch, publish, uniqueName, type Fixture } from "../helpers/jetstream.js";
-import { startServer, type NatsServer } from "../helpers/nats-server.js";
+import type { NatsServer } from "../helpers/nats-server.js";
+import { useServer } from "../helpers/server-fixture.js";
 
 const BACKOFF_MS = [1000, 4000];
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 describe("BackOff-aware mode on a real nats-server", () => {
-  let srv: NatsServer;
-  let nc: NatsConnection;
-  let spyConn: NatsConnection;
+  const fx = useServer();
 
-  beforeAll(async () => {
-    srv = await startServer();
-    nc = await srv.connect();
-    spyConn = await srv.connect();
-  });
-  afterAll(async () => {
-    await nc?.close();
-    await spyConn?.close();
-    await srv?.dispose();
-  });
-
-  const backoffFixture = () => createFixture(nc, { ackWaitMs: 30_000, backOffMs: BACKOFF_MS, maxDeliver: 5 });
+  const backoffFixture = () => createFixture(fx.nc, { ackWaitMs: 30_000, backOffMs: BACKOFF_MS, maxDeliver: 5 });
 
   /** A second worker pulling for `ms`: it must get nothing while the first keeps the lease. */
   async function otherWorkerGetsNothing(f: Fixture, ms: number): Promise<JsMsg[]> {
-    const conn = await srv.connect();
+    const conn = await fx.srv.connect();
     try {
       return await fetchBatch({ ...f, nc: conn, js: jetstream(conn) }, 1, ms);
     } finally {
@@ -66,7 +54,7 @@ describe("BackOff-aware mode on a real nats-server", () => {
 
   it("a 700 ms interval keeps a 3 s write alive at delivery 1 and at delivery 2", async () => {
     const f = await backoffFixture();
-    await using spy = await AckSpy.start(spyConn, f.stream);
+    await using spy = await AckSpy.start(fx.spyConn, f.stream);
     const [seq] = await publish(f, 1);
     const metrics = new InMemoryMetrics();
     const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, {
@@ -97,8 +85,8 @@ describe("BackOff-aware mode on a real nats-server", () => {
     expect(r2.outcome).toBe("acked");
     expect(await other2).toHaveLength(0);
 
-    await nc.flush();
-    await spyConn.flush();
+    await fx.nc.flush();
+    await fx.spyConn.flush();
     const info = await consumerInfo(f);
     // Two deliveries: the first by the NAK we asked for, none by a lost lease.
     expect(info.delivered.consumer_seq).toBe(2);
@@ -126,7 +114,7 @@ describe("BackOff-aware mode on a real nats-server", () => {
     expect(result.messages[0]).toMatchObject({ requestedDelayMs: 5000, effectiveDelayMs: 5000 });
 
     const arrivals = new Map<number, number>();
-    const js = jetstream(nc);
+    const js = jetstream(fx.nc);
     const consumer = await js.consumers.get(f.stream, f.consumer);
     while (arrivals.size < 2 && performance.now() - t0 < 15_000) {
       const m = await consumer.next({ expires: 1000 });
@@ -144,8 +132,8 @@ describe("BackOff-aware mode on a real nats-server", () => {
   });
 
   it("MaxDeliver must cover the BackOff steps on this server's rules", async () => {
-    const f = await createFixture(nc, { ackWaitMs: 1000 });
-    const version = nc.info?.version;
+    const f = await createFixture(fx.nc, { ackWaitMs: 1000 });
+    const version = fx.nc.info?.version;
     const add = (max_deliver: number) =>
       f.jsm.consumers.add(f.stream, {
         durable_name: uniqueName("MD"),

@@ -20,7 +20,8 @@ import {
 } from "../../src/index.js";
 import { AckSpy } from "../helpers/ack-spy.js";
 import { consumerInfo, createFixture, eventually, fetchBatch, publish, uniqueName, type Fixture } from "../helpers/jetstream.js";
-import { startServer, type NatsServer } from "../helpers/nats-server.js";
+import type { NatsServer } from "../helpers/nats-server.js";
+import { useServer } from "../helpers/server-fixture.js";
 
 const ACK_WAIT_MS = 2000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -29,29 +30,12 @@ const policy = () =>
   verifyInProgressPolicy({ enabled: true, intervalMs: 700, maxHeartbeats: 50, shutdownTimeoutMs: 1000 }, { ackWaitMs: ACK_WAIT_MS, source: "configured" });
 
 describe("CommitThenAck on a real nats-server", () => {
-  let srv: NatsServer;
-  let nc: NatsConnection;
-  let spyConn: NatsConnection;
+  const fx = useServer();
 
-  beforeAll(async () => {
-    srv = await startServer();
-    nc = await srv.connect();
-    spyConn = await srv.connect();
-  });
-  afterAll(async () => {
-    await nc?.close();
-    await spyConn?.close();
-    await srv?.dispose();
-  });
-
-  const drain = async () => {
-    await nc.flush();
-    await spyConn.flush();
-  };
 
   it("orders frames: every +WPI before the final frame, the +ACK only after the write resolved", async () => {
-    const f = await createFixture(nc, { ackWaitMs: ACK_WAIT_MS });
-    await using spy = await AckSpy.start(spyConn, f.stream);
+    const f = await createFixture(fx.nc, { ackWaitMs: ACK_WAIT_MS });
+    await using spy = await AckSpy.start(fx.spyConn, f.stream);
     const seqs = await publish(f, 3);
     const msgs = await fetchBatch(f, 3);
     const metrics = new InMemoryMetrics();
@@ -59,10 +43,10 @@ describe("CommitThenAck on a real nats-server", () => {
     let resolvedAt = 0;
     const result = await ack.process(msgs, async () => {
       await sleep(2500);
-      await drain();
+      await fx.drain();
       resolvedAt = performance.now();
     });
-    await drain();
+    await fx.drain();
     expect(result).toMatchObject({ outcome: "acked", acked: 3 });
     expect(result.heartbeats).toBeGreaterThanOrEqual(3);
     for (const seq of seqs) {
@@ -77,14 +61,14 @@ describe("CommitThenAck on a real nats-server", () => {
   });
 
   it("three workers on one durable consumer, writes longer than AckWait: every message committed once, no redelivery", async () => {
-    const f = await createFixture(nc, { ackWaitMs: ACK_WAIT_MS });
+    const f = await createFixture(fx.nc, { ackWaitMs: ACK_WAIT_MS });
     await publish(f, 12);
     const committed: number[] = [];
     const deliveries: string[] = [];
     const shutdown = new AbortController();
     const workers = await Promise.all(
       [1, 2, 3].map(async (w) => {
-        const conn = await srv.connect();
+        const conn = await fx.srv.connect();
         const ack = await CommitThenAck.forConsumer(await jetstreamManager(conn), f.stream, f.consumer, {
           inProgress: { enabled: true, intervalMs: 700, maxHeartbeats: 50 },
           connection: conn,
@@ -118,8 +102,8 @@ describe("CommitThenAck on a real nats-server", () => {
   });
 
   it("a temporary failure is NAKed with its delay and redelivered after it", async () => {
-    const f = await createFixture(nc, { ackWaitMs: 30_000 });
-    await using spy = await AckSpy.start(spyConn, f.stream);
+    const f = await createFixture(fx.nc, { ackWaitMs: 30_000 });
+    await using spy = await AckSpy.start(fx.spyConn, f.stream);
     const [seq] = await publish(f, 1);
     const msgs = await fetchBatch(f, 1);
     const ack = new CommitThenAck({ onTemporaryFailure: { action: "nak", delayMs: 1500 } });
@@ -140,14 +124,14 @@ describe("CommitThenAck on a real nats-server", () => {
   });
 
   it("an unclassified error is retried, never treated as permanent; leave sends nothing", async () => {
-    const f = await createFixture(nc, { ackWaitMs: ACK_WAIT_MS });
-    await using spy = await AckSpy.start(spyConn, f.stream);
+    const f = await createFixture(fx.nc, { ackWaitMs: ACK_WAIT_MS });
+    await using spy = await AckSpy.start(fx.spyConn, f.stream);
     const [seq] = await publish(f, 1);
     const msgs = await fetchBatch(f, 1);
     const ack = new CommitThenAck({ onTemporaryFailure: { action: "leave" } });
     const result = await ack.process(msgs, () => Promise.reject(new RangeError("what is this")));
     expect(result).toMatchObject({ outcome: "left", left: 1 });
-    await drain();
+    await fx.drain();
     expect(spy.forSequence(seq!)).toHaveLength(0);
     const again = await fetchBatch(f, 1, 6000);
     expect(again[0]?.info.deliveryCount).toBe(2);
@@ -155,11 +139,11 @@ describe("CommitThenAck on a real nats-server", () => {
   });
 
   it("a permanent failure lands in the dead-letter stream (headers, message id) and is not redelivered", async () => {
-    const f = await createFixture(nc, { ackWaitMs: ACK_WAIT_MS });
+    const f = await createFixture(fx.nc, { ackWaitMs: ACK_WAIT_MS });
     const dlqStream = uniqueName("DLQ");
     const dlqSubject = `${dlqStream.toLowerCase()}.dead`;
     await f.jsm.streams.add({ name: dlqStream, subjects: [dlqSubject] });
-    await using spy = await AckSpy.start(spyConn, f.stream);
+    await using spy = await AckSpy.start(fx.spyConn, f.stream);
     const { headers } = await import("@nats-io/transport-node");
     const h = headers();
     h.set("Tenant", "t-7");
@@ -184,7 +168,7 @@ describe("CommitThenAck on a real nats-server", () => {
     expect(copy?.headers?.get("Nats-Msg-Id")).toBe(`${f.stream}:1`);
     expect(JSON.stringify([...(copy?.headers ?? [])])).not.toContain("cannot parse");
     // The original was acked after the copy was confirmed, and is never redelivered.
-    await drain();
+    await fx.drain();
     expect(spy.of("+ACK", 1)).toHaveLength(1);
     expect(await fetchBatch(f, 1, 3000)).toHaveLength(0);
     expect(metrics.snapshot().counters[MetricNames.MESSAGES_DEAD_LETTERED_TOTAL]).toBe(1);
@@ -195,8 +179,8 @@ describe("CommitThenAck on a real nats-server", () => {
   });
 
   it("a failed dead-letter publish leaves the original redeliverable", async () => {
-    const f = await createFixture(nc, { ackWaitMs: ACK_WAIT_MS });
-    await using spy = await AckSpy.start(spyConn, f.stream);
+    const f = await createFixture(fx.nc, { ackWaitMs: ACK_WAIT_MS });
+    await using spy = await AckSpy.start(fx.spyConn, f.stream);
     const [seq] = await publish(f, 1);
     const msgs = await fetchBatch(f, 1);
     const ack = new CommitThenAck({
@@ -208,7 +192,7 @@ describe("CommitThenAck on a real nats-server", () => {
     });
     expect(result.outcome).toBe("left");
     expect(result.messages[0]?.settleError).toBeDefined();
-    await drain();
+    await fx.drain();
     expect(spy.of("+ACK", seq)).toHaveLength(0);
     const again = await fetchBatch(f, 1, 6000);
     expect(again[0]?.seq).toBe(seq);
@@ -217,19 +201,19 @@ describe("CommitThenAck on a real nats-server", () => {
   });
 
   it("Term on this server is a bare +TERM and really stops redelivery", async () => {
-    const f = await createFixture(nc, { ackWaitMs: ACK_WAIT_MS });
-    await using spy = await AckSpy.start(spyConn, f.stream);
+    const f = await createFixture(fx.nc, { ackWaitMs: ACK_WAIT_MS });
+    await using spy = await AckSpy.start(fx.spyConn, f.stream);
     const [seq] = await publish(f, 1);
     const msgs = await fetchBatch(f, 1);
-    const ack = new CommitThenAck({ connection: nc, onTemporaryFailure: { action: "nak" } });
+    const ack = new CommitThenAck({ connection: fx.nc, onTemporaryFailure: { action: "nak" } });
     const result = await ack.process(msgs, () => {
       throw new PermanentSinkError("poison");
     });
     expect(result).toMatchObject({ outcome: "termed", termed: 1 });
-    await drain();
+    await fx.drain();
     const term = spy.of("+TERM", seq);
     expect(term).toHaveLength(1);
-    const version = nc.info?.version ?? "";
+    const version = fx.nc.info?.version ?? "";
     const [maj, min, pat] = version.split(".").map(Number);
     const reasonOk = maj! > 2 || (maj === 2 && (min! > 10 || (min === 10 && pat! >= 4)));
     expect(term[0]?.payload).toBe(reasonOk ? "+TERM permanent failure: PermanentSinkError" : "+TERM");
@@ -240,22 +224,22 @@ describe("CommitThenAck on a real nats-server", () => {
   });
 
   it("confirmed ACKs wait for the server's reply", async () => {
-    const f = await createFixture(nc, { ackWaitMs: ACK_WAIT_MS });
-    await using spy = await AckSpy.start(spyConn, f.stream);
+    const f = await createFixture(fx.nc, { ackWaitMs: ACK_WAIT_MS });
+    await using spy = await AckSpy.start(fx.spyConn, f.stream);
     await publish(f, 2);
     const msgs = await fetchBatch(f, 2);
-    const ack = new CommitThenAck({ connection: nc, confirmAck: { timeoutMs: 2000, retries: 1 } });
+    const ack = new CommitThenAck({ connection: fx.nc, confirmAck: { timeoutMs: 2000, retries: 1 } });
     const result = await ack.process(msgs, async () => undefined);
     expect(result.outcome).toBe("acked");
     expect(result.messages.map((m) => m.confirmed)).toEqual([true, true]);
-    await drain();
+    await fx.drain();
     expect(spy.of("+ACK").every((x) => x.withReply)).toBe(true);
     expect((await consumerInfo(f)).num_ack_pending).toBe(0);
   });
 
   it("partial results: the committed messages are acked, the failures settled by class", async () => {
-    const f = await createFixture(nc, { ackWaitMs: ACK_WAIT_MS });
-    await using spy = await AckSpy.start(spyConn, f.stream);
+    const f = await createFixture(fx.nc, { ackWaitMs: ACK_WAIT_MS });
+    await using spy = await AckSpy.start(fx.spyConn, f.stream);
     const seqs = await publish(f, 4);
     const msgs = await fetchBatch(f, 4);
     const ack = new CommitThenAck({ onTemporaryFailure: { action: "nak", delayMs: 5000 } });
@@ -266,7 +250,7 @@ describe("CommitThenAck on a real nats-server", () => {
       ],
     }));
     expect(result).toMatchObject({ outcome: "partial", acked: 2, nacked: 1, termed: 1 });
-    await drain();
+    await fx.drain();
     expect(spy.forSequence(seqs[0]!).map((x) => x.kind)).toEqual(["+ACK"]);
     expect(spy.forSequence(seqs[1]!).map((x) => x.kind)).toEqual(["-NAK"]);
     expect(spy.forSequence(seqs[2]!).map((x) => x.kind)).toEqual(["+TERM"]);
@@ -274,14 +258,14 @@ describe("CommitThenAck on a real nats-server", () => {
   });
 
   it("forConsumer fails closed before anything is delivered: BackOff, too-small AckWait, missing consumer, drift, push/ephemeral, non-explicit", async () => {
-    const jsm = await jetstreamManager(nc);
+    const jsm = await jetstreamManager(fx.nc);
     const expectRefused = async (p: Promise<unknown>, reason: string) => {
       const err = await p.catch((e: unknown) => e);
       expect(err).toBeInstanceOf(ConsumerPolicyError);
       expect((err as ConsumerPolicyError).reason).toBe(reason);
       return err as ConsumerPolicyError;
     };
-    const backoff = await createFixture(nc, { ackWaitMs: 1000, backOffMs: [1000, 4000], maxDeliver: 5 });
+    const backoff = await createFixture(fx.nc, { ackWaitMs: 1000, backOffMs: [1000, 4000], maxDeliver: 5 });
     await publish(backoff, 2);
     const e1 = await expectRefused(
       CommitThenAck.forConsumer(jsm, backoff.stream, backoff.consumer, { inProgress: { enabled: true, intervalMs: 500 } }),
@@ -291,7 +275,7 @@ describe("CommitThenAck on a real nats-server", () => {
     // Even with heartbeats off, a BackOff changes NAK delays: refused in reject mode.
     await expectRefused(CommitThenAck.forConsumer(jsm, backoff.stream, backoff.consumer), "policy_violation");
 
-    const small = await createFixture(nc, { ackWaitMs: 4000 });
+    const small = await createFixture(fx.nc, { ackWaitMs: 4000 });
     await publish(small, 2);
     const e2 = await expectRefused(
       CommitThenAck.forConsumer(jsm, small.stream, small.consumer, { inProgress: { enabled: true, intervalMs: 5000 } }),
@@ -321,13 +305,13 @@ describe("CommitThenAck on a real nats-server", () => {
   });
 
   it("a worker process killed mid-write: its message is redelivered after AckWait and committed by another worker", async () => {
-    const f = await createFixture(nc, { ackWaitMs: ACK_WAIT_MS });
-    await using spy = await AckSpy.start(spyConn, f.stream);
+    const f = await createFixture(fx.nc, { ackWaitMs: ACK_WAIT_MS });
+    await using spy = await AckSpy.start(fx.spyConn, f.stream);
     const [seq] = await publish(f, 1);
     // node itself, not the tsx wrapper (which would survive its child being killed, or the reverse).
     const child = spawn(process.execPath, ["--import", "tsx", join(root, "test", "helpers", "worker-process.ts")], {
       cwd: root,
-      env: { ...process.env, NATS_URL: srv.url, STREAM: f.stream, CONSUMER: f.consumer, INTERVAL_MS: "500" },
+      env: { ...process.env, NATS_URL: fx.srv.url, STREAM: f.stream, CONSUMER: f.consumer, INTERVAL_MS: "500" },
       stdio: ["ignore", "pipe", "pipe"],
     });
     const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
@@ -361,7 +345,7 @@ describe("CommitThenAck on a real nats-server", () => {
       expect(committed).toEqual([seq]);
       // Not before the last beat's AckWait could have run out.
       expect(redeliveredAfter).toBeGreaterThan(ACK_WAIT_MS - 600);
-      await drain();
+      await fx.drain();
       expect(spy.of("+ACK", seq).map((x) => x.deliveryCount)).toEqual([2]);
     } finally {
       child.kill("SIGKILL");
@@ -370,8 +354,8 @@ describe("CommitThenAck on a real nats-server", () => {
   });
 
   it("shutdown mid-batch: nothing acked that was not committed, and run resolves within the bound", async () => {
-    const f = await createFixture(nc, { ackWaitMs: ACK_WAIT_MS });
-    await using spy = await AckSpy.start(spyConn, f.stream);
+    const f = await createFixture(fx.nc, { ackWaitMs: ACK_WAIT_MS });
+    await using spy = await AckSpy.start(fx.spyConn, f.stream);
     const seqs = await publish(f, 3);
     const ack = new CommitThenAck({ inProgress: policy() });
     const consumer = await f.js.consumers.get(f.stream, f.consumer);
@@ -388,7 +372,7 @@ describe("CommitThenAck on a real nats-server", () => {
     await run;
     const took = performance.now() - t0;
     expect(took).toBeLessThan(1000 + 2000);
-    await drain();
+    await fx.drain();
     expect(spy.of("+ACK")).toHaveLength(0);
     expect(spy.of("-NAK")).toHaveLength(0);
     expect(spy.of("+WPI").length).toBeGreaterThanOrEqual(3);
@@ -400,7 +384,7 @@ describe("CommitThenAck on a real nats-server", () => {
   });
 
   it("run hands fetched-but-unstarted messages back on shutdown and survives fetch errors", async () => {
-    const f = await createFixture(nc, { ackWaitMs: 30_000 });
+    const f = await createFixture(fx.nc, { ackWaitMs: 30_000 });
     const errors: unknown[] = [];
     const metrics = new InMemoryMetrics();
     const ack = new CommitThenAck({ metrics });

@@ -15,7 +15,8 @@ import {
 } from "../../src/index.js";
 import { AckSpy } from "../helpers/ack-spy.js";
 import { consumerInfo, createFixture, fetchBatch, publish, type Fixture } from "../helpers/jetstream.js";
-import { startServer, type NatsServer } from "../helpers/nats-server.js";
+import type { NatsServer } from "../helpers/nats-server.js";
+import { useServer } from "../helpers/server-fixture.js";
 
 const ACK_WAIT_MS = 2000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -27,53 +28,35 @@ const policyFor = (over: Record<string, unknown> = {}) =>
 
 /** A second worker on the same durable consumer, pulling for `ms`. */
 async function otherWorker(srv: NatsServer, f: Fixture, ms: number): Promise<{ msgs: JsMsg[]; at: number[]; close(): Promise<void> }> {
-  const nc = await srv.connect();
-  const fx: Fixture = { ...f, nc, js: (await import("@nats-io/jetstream")).jetstream(nc) };
+  const conn = await srv.connect();
+  const other: Fixture = { ...f, nc: conn, js: (await import("@nats-io/jetstream")).jetstream(conn) };
   const at: number[] = [];
   const start = performance.now();
-  const msgs = await fetchBatch(fx, 1, ms);
+  const msgs = await fetchBatch(other, 1, ms);
   for (const _ of msgs) at.push(performance.now() - start);
-  return { msgs, at, close: () => nc.close() };
+  return { msgs, at, close: () => conn.close() };
 }
 
 describe("withInProgress on a real nats-server", () => {
-  let srv: NatsServer;
-  let nc: NatsConnection;
-  let spyConn: NatsConnection;
-
-  beforeAll(async () => {
-    srv = await startServer();
-    nc = await srv.connect();
-    spyConn = await srv.connect();
-  });
-  afterAll(async () => {
-    await nc?.close();
-    await spyConn?.close();
-    await srv?.dispose();
-  });
+  const fx = useServer();
 
   async function setup(n = 1): Promise<{ f: Fixture; spy: AckSpy; msgs: JsMsg[]; seqs: number[] }> {
-    const f = await createFixture(nc, { ackWaitMs: ACK_WAIT_MS });
-    const spy = await AckSpy.start(spyConn, f.stream);
+    const f = await createFixture(fx.nc, { ackWaitMs: ACK_WAIT_MS });
+    const spy = await AckSpy.start(fx.spyConn, f.stream);
     const seqs = await publish(f, n);
     const msgs = await fetchBatch(f, n);
     expect(msgs.map((m) => m.seq)).toEqual(seqs);
     return { f, spy, msgs, seqs };
   }
 
-  /** Frames the worker's connection has sent reach the spy after both flush. */
-  async function drain(): Promise<void> {
-    await nc.flush();
-    await spyConn.flush();
-  }
 
   it("a write of 3× AckWait with beats is delivered once and never redelivered", async () => {
     const { f, spy, msgs, seqs } = await setup(2);
     const metrics = new InMemoryMetrics();
-    const other = otherWorker(srv, f, 7000);
+    const other = otherWorker(fx.srv, f, 7000);
     await withInProgress(msgs, () => sleep(3 * ACK_WAIT_MS), policyFor(), { metrics });
     for (const m of msgs) m.ack();
-    await drain();
+    await fx.drain();
     const o = await other;
     await o.close();
     expect(o.msgs).toHaveLength(0);
@@ -96,7 +79,7 @@ describe("withInProgress on a real nats-server", () => {
 
   it("the same write without beats is redelivered to another worker", async () => {
     const { f, spy, msgs, seqs } = await setup(1);
-    const other = otherWorker(srv, f, 7000);
+    const other = otherWorker(fx.srv, f, 7000);
     await withInProgress(msgs, () => sleep(3 * ACK_WAIT_MS), { enabled: false });
     const o = await other;
     expect(o.msgs).toHaveLength(1);
@@ -110,7 +93,7 @@ describe("withInProgress on a real nats-server", () => {
 
   it("reaching maxHeartbeats leads to redelivery, and the work learns its lease expired", async () => {
     const { f, spy, msgs, seqs } = await setup(1);
-    const other = otherWorker(srv, f, 8000);
+    const other = otherWorker(fx.srv, f, 8000);
     let ctx: WorkContext | undefined;
     const metrics = new InMemoryMetrics();
     const outcome = await withInProgress(
@@ -147,11 +130,11 @@ describe("withInProgress on a real nats-server", () => {
       throw boom;
     }, policyFor()).catch((e: unknown) => e);
     expect(err).toBe(boom);
-    await drain();
+    await fx.drain();
     const beatsAtSettle = spy.of("+WPI", seqs[0]).length;
     expect(beatsAtSettle).toBeGreaterThanOrEqual(1);
     await sleep(3000);
-    await drain();
+    await fx.drain();
     expect(spy.of("+WPI", seqs[0])).toHaveLength(beatsAtSettle);
     expect(spy.of("+ACK")).toHaveLength(0);
     await spy.dispose();
@@ -170,19 +153,19 @@ describe("withInProgress on a real nats-server", () => {
     // Abort at 2.5 s plus the 1 s bound; generous upper margin for a loaded machine.
     expect(elapsed).toBeGreaterThanOrEqual(3400);
     expect(elapsed).toBeLessThan(6000);
-    await drain();
+    await fx.drain();
     const beats = spy.of("+WPI", seqs[0]).length;
     await sleep(2500);
-    await drain();
+    await fx.drain();
     expect(spy.of("+WPI", seqs[0])).toHaveLength(beats);
     expect(spy.frames.filter((x) => x.kind !== "+WPI")).toHaveLength(0);
     await spy.dispose();
   });
 
   it("closing the connection mid-work neither crashes nor acks; the message comes back", async () => {
-    const own = await srv.connect();
+    const own = await fx.srv.connect();
     const f = await createFixture(own, { ackWaitMs: ACK_WAIT_MS });
-    const spy = await AckSpy.start(spyConn, f.stream);
+    const spy = await AckSpy.start(fx.spyConn, f.stream);
     const [seq] = await publish(f, 1);
     const msgs = await fetchBatch(f, 1);
     const metrics = new InMemoryMetrics();
@@ -204,12 +187,12 @@ describe("withInProgress on a real nats-server", () => {
       // The closed connection ended supervision: one failed attempt, no more.
       expect(c[MetricNames.IN_PROGRESS_FAILURES_TOTAL]).toBe(1);
       msgs[0]?.ack(); // a no-op on a closed connection
-      const fx: Fixture = { ...f, nc, js: (await import("@nats-io/jetstream")).jetstream(nc), jsm: f.jsm };
-      const again = await fetchBatch({ ...fx }, 1, 5000);
+      const fresh: Fixture = { ...f, nc: fx.nc, js: (await import("@nats-io/jetstream")).jetstream(fx.nc) };
+      const again = await fetchBatch(fresh, 1, 5000);
       expect(again[0]?.seq).toBe(seq);
       expect(again[0]?.info.deliveryCount).toBe(2);
       again[0]?.ack();
-      await drain();
+      await fx.drain();
       expect(spy.of("+ACK", seq).every((x) => x.deliveryCount === 2)).toBe(true);
       expect(unhandled).toEqual([]);
     } finally {
@@ -247,9 +230,9 @@ describe("withInProgress on a real nats-server", () => {
     await withInProgress(msgs, async (c) => {
       ctx = c;
       await sleep(2500);
-    }, policyFor(), { metrics, confirm: { connection: nc, timeoutMs: 1000 } });
+    }, policyFor(), { metrics, confirm: { connection: fx.nc, timeoutMs: 1000 } });
     for (const m of msgs) m.ack();
-    await drain();
+    await fx.drain();
     for (const seq of seqs) {
       const wpi = spy.of("+WPI", seq);
       expect(wpi.length).toBeGreaterThanOrEqual(2);

@@ -14,21 +14,10 @@ import {
 } from "../../src/index.js";
 import { Scheduler } from "../../src/scheduler.js";
 import { superviseWork } from "../../src/with-in-progress.js";
-import { ManualClock, fakeMsg } from "../helpers/fakes.js";
+import { ManualClock, deferred, fakeMsg } from "../helpers/fakes.js";
 
 const policy = (over: Record<string, unknown> = {}, ackWaitMs = 30_000) =>
   verifyInProgressPolicy({ enabled: true, intervalMs: 5000, maxHeartbeats: 5, shutdownTimeoutMs: 1000, ...over }, { ackWaitMs, source: "configured" });
-
-/** A deferred the test resolves by hand. */
-function deferred<T = void>() {
-  let resolve!: (v: T) => void;
-  let reject!: (e: unknown) => void;
-  const promise = new Promise<T>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  return { promise, resolve, reject };
-}
 
 describe("withInProgress with fake timers", () => {
   beforeEach(() => {

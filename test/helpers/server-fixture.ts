@@ -1,0 +1,50 @@
+/** One nats-server per test file, with a worker connection and a spy connection. */
+import { afterAll, beforeAll } from "vitest";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { startServer, type NatsServer, type ServerOptions } from "./nats-server.js";
+
+export interface ServerFixture {
+  readonly srv: NatsServer;
+  /** The worker's connection. */
+  readonly nc: NatsConnection;
+  /** A second connection for the ack-frame spy. */
+  readonly spyConn: NatsConnection;
+  /** Waits until frames the worker sent have reached the spy. */
+  drain(): Promise<void>;
+}
+
+/** Starts a server in `beforeAll` and disposes of it in `afterAll`; read the fields inside tests. */
+export function useServer(options: ServerOptions = {}): ServerFixture {
+  let srv: NatsServer | undefined;
+  let nc: NatsConnection | undefined;
+  let spyConn: NatsConnection | undefined;
+  beforeAll(async () => {
+    srv = await startServer(options);
+    nc = await srv.connect();
+    spyConn = await srv.connect();
+  });
+  afterAll(async () => {
+    await nc?.close();
+    await spyConn?.close();
+    await srv?.dispose();
+  });
+  const need = <T>(v: T | undefined): T => {
+    if (v === undefined) throw new Error("the server fixture is only ready inside tests");
+    return v;
+  };
+  return {
+    get srv() {
+      return need(srv);
+    },
+    get nc() {
+      return need(nc);
+    },
+    get spyConn() {
+      return need(spyConn);
+    },
+    async drain() {
+      await need(nc).flush();
+      await need(spyConn).flush();
+    },
+  };
+}
