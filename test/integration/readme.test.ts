@@ -1,6 +1,7 @@
 /**
  * Every ```ts block of the README is a complete program: this test runs each one with tsx
- * against a real nats-server (NATS_URL), so the README cannot drift from the code.
+ * against a real nats-server (NATS_URL) and checks its `// prints: …` comments against what
+ * it printed, so the README cannot drift from the code.
  */
 import { execFile } from "node:child_process";
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -38,6 +39,8 @@ describe("README examples run", () => {
       env: { ...process.env, NATS_URL: srv.url },
       timeout: 60_000,
     });
-    expect(typeof stdout).toBe("string");
+    // Every `// prints: …` comment in the block must be true of its output.
+    const promised = [...code.matchAll(/\/\/ prints: (.*)$/gm)].map((m) => m[1]!.trim());
+    for (const text of promised) expect(stdout).toContain(text);
   });
 });
