@@ -22,7 +22,8 @@ import { connectionClosed, serverVersionOf } from "./message-access.js";
 import { MetricNames, MetricsRecorder, type MetricsSink } from "./metrics.js";
 import { runLoop, type RunOptions } from "./run-loop.js";
 import { ackConfirmed, ackNow, nakWithDelay, termWithReason, type AckOutcome, type ConfirmAckOptions } from "./settle.js";
-import { withInProgress, type WithInProgressOptions, type WorkContext } from "./with-in-progress.js";
+import { sharedScheduler } from "./scheduler.js";
+import { superviseWork, type WithInProgressOptions, type WorkContext } from "./with-in-progress.js";
 
 /**
  * What to do with a message whose write failed temporarily (a {@link TemporarySinkError}, or
@@ -164,7 +165,12 @@ export interface MessageResult {
   readonly action: "acked" | "nacked" | "termed" | "dead_lettered" | "left";
   /** The write's error for this message, when it failed. */
   readonly error?: unknown;
-  /** Set when settling failed or could not be confirmed (the message stays redeliverable unless acked). */
+  /**
+   * Set when settling failed or could not be confirmed (the message stays redeliverable unless
+   * acked). An unconfirmed ACK is an error named `AckNotConfirmedError` (attempts and the kind of
+   * the last failure, never the ack subject); a closed connection one named
+   * `ClosedConnectionError`; a failed dead-letter publish is the JetStream client's error.
+   */
   readonly settleError?: unknown;
   /** With confirmed ACKs: whether the server confirmed. */
   readonly confirmed?: boolean;
@@ -358,7 +364,9 @@ export class CommitThenAck {
     let writeError: unknown;
     let writeOk = false;
     try {
-      report = await withInProgress(
+      // withInProgress, with this batch's number: its heartbeat events and its settled
+      // event carry the same batchId.
+      report = await superviseWork(
         list,
         (c) => {
           ctx = c;
@@ -372,6 +380,8 @@ export class CommitThenAck {
           ...(options.receivedAt !== undefined ? { receivedAt: options.receivedAt } : {}),
           ...(this.#options.connection !== undefined ? { connection: this.#options.connection } : {}),
         },
+        sharedScheduler(),
+        batchId,
       );
       writeOk = true;
     } catch (err) {
@@ -603,11 +613,17 @@ function readReport(report: unknown, list: readonly JsMsg[]): Map<JsMsg, unknown
   return failures;
 }
 
-function summarize(results: readonly MessageResult[], cancelled: boolean, error: unknown, heartbeats: number, writeMs: number): BatchResult {
+function summarize(
+  results: readonly MessageResult[],
+  cancelled: boolean,
+  error: unknown,
+  heartbeats: number,
+  writeMs: number,
+): BatchResult & { readonly outcome: Exclude<BatchOutcome, "empty"> } {
   const count = (a: MessageResult["action"]) => results.filter((r) => r.action === a).length;
   const actions = new Set(results.map((r) => r.action));
   const only = actions.size === 1 ? [...actions][0] : undefined;
-  const outcome: BatchOutcome = cancelled ? "cancelled" : only ?? "partial";
+  const outcome: Exclude<BatchOutcome, "empty"> = cancelled ? "cancelled" : only ?? "partial";
   return {
     outcome,
     acked: count("acked"),

@@ -5,6 +5,7 @@
  * error messages.
  */
 import diagnostics from "node:diagnostics_channel";
+import type { BatchOutcome } from "./commit-then-ack.js";
 
 /**
  * The channel names, stable across releases.
@@ -126,8 +127,8 @@ export interface LeaseExpiredEvent extends BatchEventBase {
  * ```
  */
 export interface BatchSettledEvent extends BatchEventBase {
-  /** The batch outcome, as in `BatchResult.outcome`. */
-  readonly outcome: string;
+  /** The batch outcome, as in `BatchResult.outcome` (an empty batch settles nothing and publishes no event). */
+  readonly outcome: Exclude<BatchOutcome, "empty">;
   /** Messages acknowledged. */
   readonly acked: number;
   /** Messages negatively acknowledged. */

@@ -4,6 +4,7 @@
  */
 import type { JsMsg } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
+import { errorName } from "./diagnostics.js";
 import { nakDelay, type NakDelay } from "./nak-delay.js";
 import { deliveryCount, isSettled, replySubject, serverVersionOf } from "./message-access.js";
 import { TERM_REASON_SINCE, atLeast } from "./server-version.js";
@@ -29,6 +30,39 @@ export interface AckOutcome {
   readonly confirmed: boolean;
   /** Set when a confirmed ACK got no reply after every attempt: it may or may not have landed. */
   readonly error?: unknown;
+}
+
+/**
+ * A confirmed ACK got no reply after every attempt. The client's own error is not kept: its
+ * message names the ack reply subject, which carries the stream, the consumer and the
+ * message's sequences. Only its class and a fixed phrase for the usual causes are.
+ */
+export class AckNotConfirmedError extends Error {
+  override readonly name = "AckNotConfirmedError";
+  /** Requests sent (the first `ackAck` and every retry). */
+  readonly attempts: number;
+  /** The last failure's kind: `timeout`, `no_responders` (the consumer is gone) or `error`. */
+  readonly lastFailure: "timeout" | "no_responders" | "error";
+  /** The class name of the last failure (`TimeoutError`, `RequestError`, ...). */
+  readonly lastErrorName: string;
+
+  constructor(attempts: number, lastError: unknown) {
+    const kind = failureKind(lastError);
+    const name = errorName(lastError);
+    super(`the ACK was not confirmed after ${attempts} attempt${attempts === 1 ? "" : "s"}: ${kind.replace("_", " ")} (${name}); it may or may not have landed`);
+    this.attempts = attempts;
+    this.lastFailure = kind;
+    this.lastErrorName = name;
+  }
+}
+
+function failureKind(err: unknown): AckNotConfirmedError["lastFailure"] {
+  // Walk the cause chain by class name only; messages are never read.
+  for (let e = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    if (e.name === "TimeoutError") return "timeout";
+    if (e.name === "NoResponders" || e.name === "NoRespondersError") return "no_responders";
+  }
+  return "error";
 }
 
 const ACK = "+ACK";
@@ -59,8 +93,10 @@ export async function ackConfirmed(
   } catch (err) {
     lastError = err;
   }
+  let attempts = 1;
   const reply = replySubject(m);
   for (let attempt = 0; attempt < retries && reply !== undefined && connection !== undefined; attempt++) {
+    attempts += 1;
     try {
       await connection.request(reply, ACK, { timeout });
       return { confirmed: true };
@@ -68,7 +104,7 @@ export async function ackConfirmed(
       lastError = err;
     }
   }
-  return { confirmed: false, error: lastError };
+  return { confirmed: false, error: new AckNotConfirmedError(attempts, lastError) };
 }
 
 /**

@@ -161,7 +161,9 @@ export async function withInProgress<T>(
 }
 
 /**
- * {@link withInProgress} with an explicit scheduler (tests drive it with a fake clock).
+ * {@link withInProgress} with an explicit scheduler (tests drive it with a fake clock) and,
+ * for `CommitThenAck`, the batch number its diagnostics events already use, so the heartbeat
+ * events and the settled event of one batch carry the same `batchId`.
  *
  * @internal
  */
@@ -171,6 +173,7 @@ export async function superviseWork<T>(
   policy: VerifiedInProgressPolicy | DisabledInProgressPolicy,
   options: WithInProgressOptions,
   scheduler: Scheduler,
+  batchId?: number,
 ): Promise<T> {
   if (typeof work !== "function") throw new TypeError(`work must be a function, got ${typeof work}`);
   const list = toList(msgs);
@@ -185,7 +188,7 @@ export async function superviseWork<T>(
   const controller = new AbortController();
   const metrics = MetricsRecorder.for(opts.metrics);
   const supervision = enabled
-    ? new Supervision(list, verified, opts, scheduler, metrics, (reason) => controller.abort(reason))
+    ? new Supervision(list, verified, opts, scheduler, metrics, (reason) => controller.abort(reason), batchId ?? nextBatchId())
     : undefined;
 
   const onOuterAbort = (): void => controller.abort(outer?.reason);
@@ -328,7 +331,7 @@ class Supervision implements ScheduledTask {
   readonly #metrics: MetricsRecorder;
   readonly #abort: (reason: unknown) => void;
   readonly #tracker: LeaseTracker;
-  readonly #batchId = nextBatchId();
+  readonly #batchId: number;
   #nextBeat: number | undefined;
   #beating = true;
   #finished = false;
@@ -344,7 +347,9 @@ class Supervision implements ScheduledTask {
     scheduler: Scheduler,
     metrics: MetricsRecorder,
     abort: (reason: unknown) => void,
+    batchId: number,
   ) {
+    this.#batchId = batchId;
     this.#msgs = msgs;
     this.#policy = policy;
     this.#opts = opts;
