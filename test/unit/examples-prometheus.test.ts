@@ -5,11 +5,11 @@ import { createInterface } from "node:readline";
 import { describe, expect, it } from "vitest";
 
 const root = join(import.meta.dirname, "..", "..");
-const tsx = join(root, "node_modules", ".bin", "tsx");
 
 /** Starts the example on a free port; resolves once it prints the address it listens on. `exited` settles after its output is read. */
 async function start(env: Record<string, string>) {
-  const child = spawn(tsx, [join(root, "examples", "prometheus.ts")], {
+  // node itself with the tsx loader: a signal then reaches the example, not a wrapper process.
+  const child = spawn(process.execPath, ["--import", "tsx", join(root, "examples", "prometheus.ts")], {
     cwd: root,
     env: { ...process.env, PORT: "0", ...env },
     stdio: ["ignore", "pipe", "pipe"],
