@@ -266,7 +266,7 @@ describe("PostgreSQL sink (real PostgreSQL, real nats-server)", () => {
       const f = await createFixture(nc, { ackWaitMs: 3_000 });
       await using spy = await AckSpy.start(spyNc, f.stream);
       const seqs = await publish(f, 3, (i) => JSON.stringify({ n: i }));
-      const child = spawn(join(root, "node_modules", ".bin", "tsx"), [join(root, "examples", "postgres-sink.ts")], {
+      const child = spawn(process.execPath, ["--import", "tsx", join(root, "examples", "postgres-sink.ts")], {
         cwd: root,
         env: { ...process.env, NATS_URL: srv.url, DATABASE_URL: databaseUrl, STREAM: f.stream, CONSUMER: f.consumer, TABLE: table },
         stdio: ["ignore", "pipe", "pipe"],
