@@ -16,9 +16,9 @@ import {
   type InProgressPolicy,
   type VerifiedInProgressPolicy,
 } from "./guardrails.js";
-import { ConnectionClosedError } from "./heartbeat.js";
+import { ConnectionClosedError, DisconnectedError } from "./heartbeat.js";
 import { inspectConsumer } from "./inspect.js";
-import { connectionClosed, serverVersionOf } from "./message-access.js";
+import { connectionClosed, connectionDown, serverVersionOf } from "./message-access.js";
 import { MetricNames, MetricsRecorder, type MetricsSink } from "./metrics.js";
 import { runLoop, type RunOptions } from "./run-loop.js";
 import { ackConfirmed, ackNow, nakWithDelay, termWithReason, type AckOutcome, type ConfirmAckOptions } from "./settle.js";
@@ -169,7 +169,10 @@ export interface MessageResult {
    * Set when settling failed or could not be confirmed (the message stays redeliverable unless
    * acked). An unconfirmed ACK is an error named `AckNotConfirmedError` (attempts and the kind of
    * the last failure, never the ack subject); a closed connection one named
-   * `ClosedConnectionError`; a failed dead-letter publish is the JetStream client's error.
+   * `ClosedConnectionError`; a failed dead-letter publish is the JetStream client's error. An
+   * `acked` message with a `DisconnectedError` here had its `+ACK` handed to a client that was
+   * between connections: the client drops such frames, so expect a redelivery (`confirmAck`
+   * retries after the reconnect instead).
    */
   readonly settleError?: unknown;
   /** With confirmed ACKs: whether the server confirmed. */
@@ -484,7 +487,15 @@ export class CommitThenAck {
     if (closed) return { msg: m, action: "left", settleError: new ConnectionClosedError() };
     let outcome: AckOutcome;
     try {
-      outcome = this.#options.confirmAck ? await ackConfirmed(m, this.#options.confirmAck, this.#options.connection) : ackNow(m);
+      if (this.#options.confirmAck) {
+        outcome = await ackConfirmed(m, this.#options.confirmAck, this.#options.connection);
+      } else {
+        // A disconnected client drops the frame without an error: say so, the message will
+        // most likely be redelivered (confirmed ACKs retry after the reconnect instead).
+        const down = connectionDown(m) === true;
+        outcome = ackNow(m);
+        if (down) outcome = { confirmed: false, error: new DisconnectedError() };
+      }
     } catch (err) {
       outcome = { confirmed: false, error: err };
     }

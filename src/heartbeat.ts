@@ -4,7 +4,7 @@
  */
 import type { JsMsg } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { connectionClosed, isSettled, replySubject } from "./message-access.js";
+import { connectionClosed, connectionDown, isSettled, replySubject } from "./message-access.js";
 
 /** What one round achieved. `refreshed` holds the indexes of messages whose beat was accepted. */
 export interface RoundResult {
@@ -31,6 +31,18 @@ export class ConnectionClosedError extends Error {
   }
 }
 
+/**
+ * The message's connection is open but disconnected: the client would drop the frame without
+ * an error (each reconnect attempt empties its outbound buffer), so the beat is not sent and
+ * counts as failed.
+ */
+export class DisconnectedError extends Error {
+  override readonly name = "DisconnectedError";
+  constructor() {
+    super("disconnected: frames published before the client reconnects are dropped");
+  }
+}
+
 function isClosed(msgs: readonly JsMsg[], connection: Partial<ClosableConnection> | undefined): boolean {
   try {
     if (connection && typeof connection.isClosed === "function") return connection.isClosed() === true;
@@ -41,7 +53,11 @@ function isClosed(msgs: readonly JsMsg[], connection: Partial<ClosableConnection
   return first !== undefined && connectionClosed(first) === true;
 }
 
-/** Sends `+WPI` through `JsMsg.working()` for every message not yet settled. */
+/**
+ * Sends `+WPI` through `JsMsg.working()` for every message not yet settled. A message whose
+ * connection is disconnected gets no frame and counts as failed: the lease is not extended
+ * by a beat the client would drop.
+ */
 export function sendRound(msgs: readonly JsMsg[], connection: ClosableConnection | undefined): RoundResult {
   if (isClosed(msgs, connection)) {
     return { refreshed: [], failed: msgs.length, firstError: new ConnectionClosedError(), closed: true };
@@ -52,6 +68,11 @@ export function sendRound(msgs: readonly JsMsg[], connection: ClosableConnection
     const m = msgs[i]!;
     // After a final ack the client turns working() into a no-op; nothing to refresh.
     if (isSettled(m)) continue;
+    if (connectionDown(m) === true) {
+      (failedIndexes ??= []).push(i);
+      firstError ??= new DisconnectedError();
+      continue;
+    }
     try {
       m.working();
     } catch (err) {

@@ -48,6 +48,25 @@ export function connectionClosed(m: JsMsg): boolean | undefined {
   }
 }
 
+/**
+ * Whether the connection that delivered `m` is open but between connections (disconnected,
+ * reconnecting). The client does not buffer what is published then: every reconnect attempt
+ * starts from an empty outbound buffer, so a frame sent now is dropped without an error.
+ * `undefined` when it cannot be read.
+ */
+export function connectionDown(m: JsMsg): boolean | undefined {
+  try {
+    const publisher = (m as unknown as { msg?: { publisher?: { connected?: unknown; isClosed?: () => unknown } } }).msg?.publisher;
+    const connected = publisher?.connected;
+    if (typeof connected !== "boolean") return undefined;
+    if (connected) return false;
+    const closed = typeof publisher?.isClosed === "function" ? publisher.isClosed() : undefined;
+    return closed === true ? false : true;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Stream, consumer and stream sequence from the delivery info, when readable. */
 export function deliveryInfo(m: JsMsg): { stream: string; consumer: string; streamSequence: number; deliveryCount: number } | undefined {
   try {

@@ -1,0 +1,105 @@
+/**
+ * A loopback TCP proxy in front of a nats-server, so a test can take a client's connection
+ * away without touching the server:
+ * - `cut()` closes every proxied connection and refuses new ones until `restore()` (the client
+ *   sees the drop at once and reconnects through the proxy afterwards);
+ * - `blackhole()` keeps the connections open but forwards nothing in either direction (a
+ *   silent partition: the client notices nothing until its own ping timeout).
+ */
+import { createServer, connect, type Server, type Socket } from "node:net";
+
+type Mode = "open" | "cut" | "blackhole";
+
+export class TcpProxy implements AsyncDisposable {
+  readonly #server: Server;
+  readonly #pairs = new Set<{ client: Socket; upstream: Socket }>();
+  #mode: Mode = "open";
+  /** Connections accepted and forwarded so far (a reconnect adds one). */
+  accepted = 0;
+
+  private constructor(server: Server) {
+    this.#server = server;
+  }
+
+  /** Listens on a free loopback port and forwards to `127.0.0.1:targetPort`. */
+  static async start(targetPort: number): Promise<TcpProxy> {
+    const holder: { proxy?: TcpProxy } = {};
+    const server = createServer((client) => {
+      if (holder.proxy) holder.proxy.#accept(client, targetPort);
+      else client.destroy();
+    });
+    const proxy = new TcpProxy(server);
+    holder.proxy = proxy;
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(0, "127.0.0.1", () => resolve());
+    });
+    return proxy;
+  }
+
+  get port(): number {
+    const a = this.#server.address();
+    return typeof a === "object" && a ? a.port : 0;
+  }
+
+  get url(): string {
+    return `nats://127.0.0.1:${this.port}`;
+  }
+
+  get mode(): Mode {
+    return this.#mode;
+  }
+
+  #accept(client: Socket, targetPort: number): void {
+    if (this.#mode === "cut") {
+      client.destroy();
+      return;
+    }
+    const upstream = connect(targetPort, "127.0.0.1");
+    const pair = { client, upstream };
+    this.#pairs.add(pair);
+    this.accepted += 1;
+    const end = (): void => {
+      client.destroy();
+      upstream.destroy();
+      this.#pairs.delete(pair);
+    };
+    client.on("error", end).on("close", end);
+    upstream.on("error", end).on("close", end);
+    client.on("data", (chunk: Buffer) => {
+      if (this.#mode === "open") upstream.write(chunk);
+    });
+    upstream.on("data", (chunk: Buffer) => {
+      if (this.#mode === "open") client.write(chunk);
+    });
+  }
+
+  /** Drops every connection and refuses new ones. */
+  cut(): void {
+    this.#mode = "cut";
+    for (const p of [...this.#pairs]) {
+      p.client.destroy();
+      p.upstream.destroy();
+    }
+    this.#pairs.clear();
+  }
+
+  /** Keeps connections open but lets nothing through (bytes sent meanwhile are lost). */
+  blackhole(): void {
+    this.#mode = "blackhole";
+  }
+
+  /** Forwards again and accepts new connections. */
+  restore(): void {
+    this.#mode = "open";
+  }
+
+  async close(): Promise<void> {
+    this.cut();
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+}
