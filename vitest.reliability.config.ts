@@ -1,15 +1,20 @@
+import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
-import base from "./vitest.config.js";
 
 // The whole fault suite: the short scenarios that also run in `npm test`, and the long ones
-// (`*.full.test.ts`) that only run here. Everything else comes from the main config.
+// (`*.full.test.ts`) that only run here.
 export default defineConfig({
-  ...base,
+  resolve: {
+    alias: [{ find: /^jetstream-inprogress$/, replacement: fileURLToPath(new URL("./src/index.ts", import.meta.url)) }],
+  },
   test: {
-    ...base.test,
     include: ["test/reliability/**/*.test.ts"],
     exclude: ["**/node_modules/**"],
+    globalSetup: ["test/helpers/global-setup.ts"],
     testTimeout: 240_000,
     hookTimeout: 120_000,
+    pool: "forks",
+    maxWorkers: 2,
+    allowOnly: false,
   },
 });

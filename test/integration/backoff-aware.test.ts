@@ -67,20 +67,26 @@ describe("BackOff-aware mode on a real nats-server", () => {
     // Delivery 1 (window 1 s): a 3 s write, then a temporary failure to get delivery 2.
     const d1 = await fetchBatch(f, 1);
     const t1 = Date.now();
-    const other1 = otherWorkerGetsNothing(f, 3000);
+    // The observer's pull must end inside the 3 s write: the NAK at its end makes the message
+    // available again at once.
+    const other1 = otherWorkerGetsNothing(f, 2500);
+    const p1 = performance.now();
     const r1 = await ack.process(d1, async () => {
       await sleep(3000);
       throw new TemporarySinkError("retry me");
     }, { receivedAt: t1 });
     expect(r1.outcome).toBe("nacked");
-    expect(await other1).toHaveLength(0);
+    const timeline = () =>
+      `frames ${spy.frames.map((x) => `${x.kind}@${x.deliveryCount}+${Math.round(x.at - p1)}ms`).join(" ")}; ` +
+      `tick lateness ${JSON.stringify(metrics.snapshot().observations[MetricNames.IN_PROGRESS_TICK_LATENESS_SECONDS]?.map((v) => Math.round(v * 1000)))}`;
+    expect(await other1, timeline()).toHaveLength(0);
     expect(r1.heartbeats).toBeGreaterThanOrEqual(4);
 
     // Delivery 2 (window 4 s): another 3 s write, committed.
     const d2 = await fetchBatch(f, 1);
     expect(d2[0]?.info.deliveryCount).toBe(2);
     const t2 = Date.now();
-    const other2 = otherWorkerGetsNothing(f, 3000);
+    const other2 = otherWorkerGetsNothing(f, 2500);
     const r2 = await ack.process(d2, () => sleep(3000), { receivedAt: t2 });
     expect(r2.outcome).toBe("acked");
     expect(await other2).toHaveLength(0);
@@ -117,7 +123,8 @@ describe("BackOff-aware mode on a real nats-server", () => {
     const js = jetstream(fx.nc);
     const consumer = await js.consumers.get(f.stream, f.consumer);
     while (arrivals.size < 2 && performance.now() - t0 < 15_000) {
-      const m = await consumer.next({ expires: 1000 });
+      // A pull that misses its idle heartbeats on a busy machine is simply pulled again.
+      const m = await consumer.next({ expires: 1000 }).catch(() => null);
       if (m) {
         arrivals.set(m.seq, performance.now() - t0);
         expect(m.info.deliveryCount).toBe(3);
