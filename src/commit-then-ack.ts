@@ -22,7 +22,7 @@ import { connectionClosed, serverVersionOf } from "./message-access.js";
 import { MetricNames, MetricsRecorder, type MetricsSink } from "./metrics.js";
 import { runLoop, type RunOptions } from "./run-loop.js";
 import { ackConfirmed, ackNow, nakWithDelay, termWithReason, type AckOutcome, type ConfirmAckOptions } from "./settle.js";
-import { withInProgress, type WithInProgressOptions, type WorkContext } from "./with-in-progress.js";
+import { abortReasonOf, withInProgress, type WithInProgressOptions, type WorkContext } from "./with-in-progress.js";
 
 /**
  * What to do with a message whose write failed temporarily (a {@link TemporarySinkError}, or
@@ -389,22 +389,32 @@ export class CommitThenAck {
       failures = new Map(list.map((m) => [m, writeError]));
     }
     const cancelled = !writeOk && signal?.aborted === true;
-    const leaseLost = ctx?.signal.reason instanceof LeaseExpiredError;
+    // Read without creating ctx.signal when the write never asked for it.
+    const leaseLost = ctx !== undefined && abortReasonOf(ctx) instanceof LeaseExpiredError;
     if (failures.size > 0) this.#metrics.count(MetricNames.MESSAGES_FAILED_TOTAL, failures.size);
 
     const closed = this.#connectionClosed(list);
-    const results = await Promise.all(
-      list.map((m): Promise<MessageResult> | MessageResult => {
-        if (!failures.has(m)) return this.#settleSuccess(m, closed);
-        const error = failures.get(m);
-        // Shutdown: send nothing, the message comes back after AckWait.
-        if (cancelled) return { msg: m, action: "left", error };
-        if (closed) return { msg: m, action: "left", error, settleError: new ConnectionClosedError() };
-        if (error instanceof PermanentSinkError) return this.#settlePermanent(m, error);
-        // After a lost lease another worker may hold the message: a NAK would disturb it.
-        return this.#settleTemporary(m, error, leaseLost);
-      }),
-    );
+    const confirmAck = this.#options.confirmAck !== undefined;
+    let pending = false;
+    const settling = list.map((m): Promise<MessageResult> | MessageResult => {
+      if (!failures.has(m)) {
+        if (!confirmAck) return this.#settleSuccessNow(m, closed);
+        pending = true;
+        return this.#settleSuccess(m, closed);
+      }
+      const error = failures.get(m);
+      // Shutdown: send nothing, the message comes back after AckWait.
+      if (cancelled) return { msg: m, action: "left", error };
+      if (closed) return { msg: m, action: "left", error, settleError: new ConnectionClosedError() };
+      if (error instanceof PermanentSinkError) {
+        pending = true;
+        return this.#settlePermanent(m, error);
+      }
+      // After a lost lease another worker may hold the message: a NAK would disturb it.
+      return this.#settleTemporary(m, error, leaseLost);
+    });
+    // Every frame above went out in batch order; only confirmed ACKs and dead letters are awaited.
+    const results = pending ? await Promise.all(settling) : (settling as MessageResult[]);
 
     const result = summarize(results, cancelled, writeOk ? firstError(results) : writeError, heartbeats, writeMs);
     this.#record(result);
@@ -465,6 +475,17 @@ export class CommitThenAck {
     }
     const first = msgs[0];
     return first !== undefined && connectionClosed(first) === true;
+  }
+
+  /** {@link #settleSuccess} without confirmed ACKs: nothing to wait for. */
+  #settleSuccessNow(m: JsMsg, closed: boolean): MessageResult {
+    if (closed) return { msg: m, action: "left", settleError: new ConnectionClosedError() };
+    try {
+      ackNow(m);
+      return { msg: m, action: "acked" };
+    } catch (settleError) {
+      return { msg: m, action: "acked", settleError };
+    }
   }
 
   async #settleSuccess(m: JsMsg, closed: boolean): Promise<MessageResult> {
@@ -597,17 +618,22 @@ function readReport(report: unknown, list: readonly JsMsg[]): Map<JsMsg, unknown
 }
 
 function summarize(results: readonly MessageResult[], cancelled: boolean, error: unknown, heartbeats: number, writeMs: number): BatchResult {
-  const count = (a: MessageResult["action"]) => results.filter((r) => r.action === a).length;
-  const actions = new Set(results.map((r) => r.action));
-  const only = actions.size === 1 ? [...actions][0] : undefined;
-  const outcome: BatchOutcome = cancelled ? "cancelled" : only ?? "partial";
+  // One pass: the count of each action, and whether every message got the same one.
+  const counts = { acked: 0, nacked: 0, termed: 0, dead_lettered: 0, left: 0 };
+  const first = results[0]?.action;
+  let same = first !== undefined;
+  for (const r of results) {
+    counts[r.action] += 1;
+    if (r.action !== first) same = false;
+  }
+  const outcome: BatchOutcome = cancelled ? "cancelled" : same && first !== undefined ? first : "partial";
   return {
     outcome,
-    acked: count("acked"),
-    nacked: count("nacked"),
-    termed: count("termed"),
-    deadLettered: count("dead_lettered"),
-    left: count("left"),
+    acked: counts.acked,
+    nacked: counts.nacked,
+    termed: counts.termed,
+    deadLettered: counts.dead_lettered,
+    left: counts.left,
     ...(error !== undefined ? { error } : {}),
     heartbeats,
     writeMs,
