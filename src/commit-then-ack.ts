@@ -23,7 +23,7 @@ import { MetricNames, MetricsRecorder, type MetricsSink } from "./metrics.js";
 import { runLoop, type RunOptions } from "./run-loop.js";
 import { ackConfirmed, ackNow, nakWithDelay, termWithReason, type AckOutcome, type ConfirmAckOptions } from "./settle.js";
 import { sharedScheduler } from "./scheduler.js";
-import { superviseWork, type WithInProgressOptions, type WorkContext } from "./with-in-progress.js";
+import { abortReasonOf, superviseWork, type WithInProgressOptions, type WorkContext } from "./with-in-progress.js";
 
 /**
  * What to do with a message whose write failed temporarily (a {@link TemporarySinkError}, or
@@ -405,22 +405,34 @@ export class CommitThenAck {
       failures = new Map(list.map((m) => [m, writeError]));
     }
     const cancelled = !writeOk && signal?.aborted === true;
-    const leaseLost = ctx?.signal.reason instanceof LeaseExpiredError;
+    // Read without creating ctx.signal when the write never asked for it.
+    const leaseLost = ctx !== undefined && abortReasonOf(ctx) instanceof LeaseExpiredError;
     if (failures.size > 0) this.#metrics.count(MetricNames.MESSAGES_FAILED_TOTAL, failures.size);
 
     const closed = this.#connectionClosed(list);
-    const results = await Promise.all(
-      list.map((m): Promise<MessageResult> | MessageResult => {
-        if (!failures.has(m)) return this.#settleSuccess(m, closed);
-        const error = failures.get(m);
-        // Shutdown: send nothing, the message comes back after AckWait.
-        if (cancelled) return { msg: m, action: "left", error };
-        if (closed) return { msg: m, action: "left", error, settleError: new ConnectionClosedError() };
-        if (error instanceof PermanentSinkError) return this.#settlePermanent(m, error);
-        // After a lost lease another worker may hold the message: a NAK would disturb it.
-        return this.#settleTemporary(m, error, leaseLost);
-      }),
-    );
+    // One batch arrives on one connection: its state is read once, not per message.
+    const down = !closed && list[0] !== undefined && connectionDown(list[0]) === true;
+    const confirmAck = this.#options.confirmAck !== undefined;
+    let pending = false;
+    const settling = list.map((m): Promise<MessageResult> | MessageResult => {
+      if (!failures.has(m)) {
+        if (!confirmAck) return this.#settleSuccessNow(m, closed, down);
+        pending = true;
+        return this.#settleSuccess(m, closed, down);
+      }
+      const error = failures.get(m);
+      // Shutdown: send nothing, the message comes back after AckWait.
+      if (cancelled) return { msg: m, action: "left", error };
+      if (closed) return { msg: m, action: "left", error, settleError: new ConnectionClosedError() };
+      if (error instanceof PermanentSinkError) {
+        pending = true;
+        return this.#settlePermanent(m, error);
+      }
+      // After a lost lease another worker may hold the message: a NAK would disturb it.
+      return this.#settleTemporary(m, error, leaseLost);
+    });
+    // Every frame above went out in batch order; only confirmed ACKs and dead letters are awaited.
+    const results = pending ? await Promise.all(settling) : (settling as MessageResult[]);
 
     const result = summarize(results, cancelled, writeOk ? firstError(results) : writeError, heartbeats, writeMs);
     this.#record(result);
@@ -483,24 +495,34 @@ export class CommitThenAck {
     return first !== undefined && connectionClosed(first) === true;
   }
 
-  async #settleSuccess(m: JsMsg, closed: boolean): Promise<MessageResult> {
+  /** {@link #settleSuccess} without confirmed ACKs: nothing to wait for. */
+  /**
+   * A plain ACK, sent now. `down`: the client is between connections and drops frames without
+   * an error, so the result says so (the message will most likely be redelivered; confirmed
+   * ACKs retry after the reconnect instead).
+   */
+  #settleSuccessNow(m: JsMsg, closed: boolean, down: boolean): MessageResult {
+    if (closed) return { msg: m, action: "left", settleError: new ConnectionClosedError() };
+    try {
+      ackNow(m);
+    } catch (settleError) {
+      return { msg: m, action: "acked", settleError };
+    }
+    return down ? { msg: m, action: "acked", settleError: new DisconnectedError() } : { msg: m, action: "acked" };
+  }
+
+  /** An ACK by the configured mode: confirmed (awaited, retried) or plain. */
+  async #settleSuccess(m: JsMsg, closed: boolean, down: boolean): Promise<MessageResult> {
+    const confirmAck = this.#options.confirmAck;
+    if (confirmAck === undefined) return this.#settleSuccessNow(m, closed, down);
     if (closed) return { msg: m, action: "left", settleError: new ConnectionClosedError() };
     let outcome: AckOutcome;
     try {
-      if (this.#options.confirmAck) {
-        outcome = await ackConfirmed(m, this.#options.confirmAck, this.#options.connection);
-      } else {
-        // A disconnected client drops the frame without an error: say so, the message will
-        // most likely be redelivered (confirmed ACKs retry after the reconnect instead).
-        const down = connectionDown(m) === true;
-        outcome = ackNow(m);
-        if (down) outcome = { confirmed: false, error: new DisconnectedError() };
-      }
+      outcome = await ackConfirmed(m, confirmAck, this.#options.connection);
     } catch (err) {
       outcome = { confirmed: false, error: err };
     }
-    const confirmed = this.#options.confirmAck ? { confirmed: outcome.confirmed } : {};
-    return { msg: m, action: "acked", ...confirmed, ...(outcome.error !== undefined ? { settleError: outcome.error } : {}) };
+    return { msg: m, action: "acked", confirmed: outcome.confirmed, ...(outcome.error !== undefined ? { settleError: outcome.error } : {}) };
   }
 
   #settleTemporary(m: JsMsg, error: unknown, leaseLost: boolean): MessageResult {
@@ -531,7 +553,7 @@ export class CommitThenAck {
       const retry = this.#settleTemporary(m, error, false);
       return { ...retry, settleError };
     }
-    const acked = await this.#settleSuccess(m, false);
+    const acked = await this.#settleSuccess(m, false, connectionDown(m) === true);
     return { ...acked, action: "dead_lettered", error };
   }
 
@@ -631,17 +653,22 @@ function summarize(
   heartbeats: number,
   writeMs: number,
 ): BatchResult & { readonly outcome: Exclude<BatchOutcome, "empty"> } {
-  const count = (a: MessageResult["action"]) => results.filter((r) => r.action === a).length;
-  const actions = new Set(results.map((r) => r.action));
-  const only = actions.size === 1 ? [...actions][0] : undefined;
-  const outcome: Exclude<BatchOutcome, "empty"> = cancelled ? "cancelled" : only ?? "partial";
+  // One pass: the count of each action, and whether every message got the same one.
+  const counts = { acked: 0, nacked: 0, termed: 0, dead_lettered: 0, left: 0 };
+  const first = results[0]?.action;
+  let same = first !== undefined;
+  for (const r of results) {
+    counts[r.action] += 1;
+    if (r.action !== first) same = false;
+  }
+  const outcome: Exclude<BatchOutcome, "empty"> = cancelled ? "cancelled" : same && first !== undefined ? first : "partial";
   return {
     outcome,
-    acked: count("acked"),
-    nacked: count("nacked"),
-    termed: count("termed"),
-    deadLettered: count("dead_lettered"),
-    left: count("left"),
+    acked: counts.acked,
+    nacked: counts.nacked,
+    termed: counts.termed,
+    deadLettered: counts.dead_lettered,
+    left: counts.left,
     ...(error !== undefined ? { error } : {}),
     heartbeats,
     writeMs,

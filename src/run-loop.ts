@@ -37,7 +37,8 @@ const FIRST_RETRY_DELAY_MS = 100;
 export interface LoopConfig extends RunOptions {
   readonly metrics: MetricsRecorder;
   readonly connection: Pick<NatsConnection, "isClosed"> | undefined;
-  readonly process: (msgs: JsMsg[], receivedAt: (m: JsMsg) => number | undefined) => Promise<unknown>;
+  /** `receivedAt(m, i)`: the receive time of message `i` of the batch. */
+  readonly process: (msgs: JsMsg[], receivedAt: (m: JsMsg, index: number) => number | undefined) => Promise<unknown>;
 }
 
 /** @internal */
@@ -55,7 +56,8 @@ export async function runLoop(consumer: Pick<Consumer, "fetch">, config: LoopCon
 
   while (!signal?.aborted) {
     const batch: JsMsg[] = [];
-    const receivedAt = new Map<JsMsg, number>();
+    // Receive times side by side with the batch: no per-message map.
+    const received: number[] = [];
     let fetchError: unknown;
     try {
       const iter = await consumer.fetch({ max_messages: batchSize, expires: expiresMs });
@@ -65,7 +67,7 @@ export async function runLoop(consumer: Pick<Consumer, "fetch">, config: LoopCon
       try {
         for await (const m of iter) {
           batch.push(m);
-          receivedAt.set(m, Date.now());
+          received.push(Date.now());
         }
       } finally {
         signal?.removeEventListener("abort", stop);
@@ -92,7 +94,7 @@ export async function runLoop(consumer: Pick<Consumer, "fetch">, config: LoopCon
       break;
     }
     if (batch.length > 0) {
-      await config.process(batch, (m) => receivedAt.get(m));
+      await config.process(batch, (m, i) => (batch[i] === m ? received[i] : undefined));
     } else if (fetchError !== undefined) {
       await pause(Math.min(MAX_RETRY_DELAY_MS, FIRST_RETRY_DELAY_MS * 2 ** Math.min(failures - 1, 16)), signal);
     }

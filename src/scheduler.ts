@@ -28,13 +28,22 @@ export const systemClock: Clock = {
 export interface ScheduledTask {
   /** Called with the current time and the time it was due. */
   run(now: number, due: number): void;
+  /**
+   * The scheduler's bookkeeping for this task (its place in the heap), kept on the task so
+   * scheduling needs no lookup. Start it as `undefined` and leave it to the scheduler.
+   */
+  schedulerEntry?: SchedulerEntry | undefined;
 }
 
-interface Entry {
-  task: ScheduledTask;
+/** A task's place in a scheduler's heap. */
+export interface SchedulerEntry {
+  readonly owner: Scheduler;
+  readonly task: ScheduledTask;
   due: number;
   index: number;
 }
+
+type Entry = SchedulerEntry;
 
 // Timers can fire up to a millisecond early against performance.now(); treat those as due.
 const EARLY_TOLERANCE_MS = 1;
@@ -42,7 +51,6 @@ const EARLY_TOLERANCE_MS = 1;
 export class Scheduler {
   readonly #clock: Clock;
   readonly #heap: Entry[] = [];
-  readonly #entries = new Map<ScheduledTask, Entry>();
   #timer: unknown = undefined;
   #timerDue = Number.POSITIVE_INFINITY;
   #running = false;
@@ -65,28 +73,31 @@ export class Scheduler {
     return this.#timer !== undefined;
   }
 
-  /** Schedules `task` at `due` (monotonic ms), replacing any earlier schedule of it. */
-  schedule(task: ScheduledTask, due: number): void {
-    const existing = this.#entries.get(task);
+  /**
+   * Schedules `task` at `due` (monotonic ms), replacing any earlier schedule of it. `now`, when
+   * the caller just read the clock, spares reading it again.
+   */
+  schedule(task: ScheduledTask, due: number, now?: number): void {
+    const existing = this.#entryOf(task);
     if (existing) {
       const before = existing.due;
       existing.due = due;
       if (due < before) this.#up(existing.index);
       else this.#down(existing.index);
     } else {
-      const entry: Entry = { task, due, index: this.#heap.length };
+      const entry: Entry = { owner: this, task, due, index: this.#heap.length };
       this.#heap.push(entry);
-      this.#entries.set(task, entry);
+      task.schedulerEntry = entry;
       this.#up(entry.index);
     }
-    this.#arm();
+    this.#arm(now);
   }
 
   /** Removes `task`; it will not run again unless scheduled again. */
   cancel(task: ScheduledTask): void {
-    const entry = this.#entries.get(task);
+    const entry = this.#entryOf(task);
     if (!entry) return;
-    this.#entries.delete(task);
+    task.schedulerEntry = undefined;
     const last = this.#heap.pop();
     if (last && last !== entry) {
       this.#heap[entry.index] = last;
@@ -99,10 +110,15 @@ export class Scheduler {
 
   /** Whether `task` is scheduled. */
   has(task: ScheduledTask): boolean {
-    return this.#entries.has(task);
+    return this.#entryOf(task) !== undefined;
   }
 
-  #arm(): void {
+  #entryOf(task: ScheduledTask): Entry | undefined {
+    const entry = task.schedulerEntry;
+    return entry !== undefined && entry.owner === this ? entry : undefined;
+  }
+
+  #arm(now?: number): void {
     if (this.#running) return; // #tick re-arms once it is done.
     const first = this.#heap[0];
     if (!first) {
@@ -112,7 +128,7 @@ export class Scheduler {
     if (this.#timer !== undefined && this.#timerDue <= first.due) return;
     this.#disarm();
     this.#timerDue = first.due;
-    this.#timer = this.#clock.setTimer(() => this.#tick(), Math.max(0, first.due - this.#clock.now()));
+    this.#timer = this.#clock.setTimer(() => this.#tick(), Math.max(0, first.due - (now ?? this.#clock.now())));
   }
 
   #disarm(): void {

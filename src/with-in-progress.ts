@@ -14,10 +14,10 @@ import {
   type RequestConnection,
   type RoundResult,
 } from "./heartbeat.js";
-import { LeaseTracker, windowFor } from "./lease.js";
+import { LeaseTracker, windowFor, windowIsShared } from "./lease.js";
 import { deliveryCount } from "./message-access.js";
 import { MetricNames, MetricsRecorder, type MetricsSink } from "./metrics.js";
-import { sharedScheduler, type Scheduler, type ScheduledTask } from "./scheduler.js";
+import { sharedScheduler, type Scheduler, type ScheduledTask, type SchedulerEntry } from "./scheduler.js";
 
 /**
  * The batch's redelivery deadline, as the library knows it: the last accepted heartbeat (or
@@ -151,13 +151,14 @@ const MAX_CONFIRM_TIMEOUT_MS = 5000;
  * for (const m of batch) m.ack(); // only after the write resolved
  * ```
  */
-export async function withInProgress<T>(
+export function withInProgress<T>(
   msgs: JsMsg | readonly JsMsg[],
   work: (ctx: WorkContext) => Promise<T> | T,
   policy: VerifiedInProgressPolicy | DisabledInProgressPolicy,
   options: WithInProgressOptions = {},
 ): Promise<T> {
-  return await superviseWork(msgs, work, policy, options, sharedScheduler());
+  // superviseWork is async: every error, even an argument error, arrives as a rejection.
+  return superviseWork(msgs, work, policy, options, sharedScheduler());
 }
 
 /**
@@ -180,65 +181,132 @@ export async function superviseWork<T>(
   const verified = readPolicy(policy);
   const opts = readOptions(options);
   const enabled = verified?.enabled === true && list.length > 0;
-  if (enabled) for (const [i, m] of list.entries()) assertMessage(m, i);
+  if (enabled) assertMessages(list);
 
   const outer = opts.signal;
   outer?.throwIfAborted();
 
-  const controller = new AbortController();
-  const metrics = MetricsRecorder.for(opts.metrics);
-  const supervision = enabled
-    ? new Supervision(list, verified, opts, scheduler, metrics, (reason) => controller.abort(reason), batchId ?? nextBatchId())
-    : undefined;
-
-  const onOuterAbort = (): void => controller.abort(outer?.reason);
-  outer?.addEventListener("abort", onOuterAbort, { once: true });
-  // Beats stop the moment the work is told to stop: extending a lease for work being
-  // cancelled would only delay the redelivery.
-  const onAbort = (): void => supervision?.stopBeating();
-  controller.signal.addEventListener("abort", onAbort, { once: true });
-
-  const ctx: WorkContext = {
-    signal: controller.signal,
-    get heartbeats() {
-      return supervision?.beats ?? 0;
-    },
-    lease: supervision?.lease,
-    progress: () => supervision?.progress(),
-  };
-
-  const shutdownTimeoutMs = verified?.shutdownTimeoutMs ?? DEFAULT_IN_PROGRESS_POLICY.shutdownTimeoutMs;
-  let shutdownTimer: ReturnType<typeof setTimeout> | undefined;
-  let onAbortDeadline: (() => void) | undefined;
-  const abandoned = new Promise<never>((_, reject) => {
-    onAbortDeadline = () => {
-      shutdownTimer = setTimeout(() => reject(controller.signal.reason), shutdownTimeoutMs);
-      shutdownTimer.unref?.();
-    };
-    if (controller.signal.aborted) onAbortDeadline();
-    else controller.signal.addEventListener("abort", onAbortDeadline, { once: true });
-  });
+  const run = new WorkRun(verified?.shutdownTimeoutMs ?? DEFAULT_IN_PROGRESS_POLICY.shutdownTimeoutMs);
+  const supervision = enabled ? new Supervision(list, verified, opts, scheduler, MetricsRecorder.for(opts.metrics), run, batchId ?? nextBatchId()) : undefined;
+  run.supervision = supervision;
+  const ctx = new SupervisedContext(run, supervision);
+  const onOuterAbort = outer === undefined ? undefined : (): void => run.abort(outer.reason);
+  if (onOuterAbort !== undefined) outer?.addEventListener("abort", onOuterAbort, { once: true });
 
   supervision?.start();
-  let running: Promise<T>;
   try {
-    running = Promise.resolve(work(ctx));
-  } catch (err) {
-    running = Promise.reject(err);
-  }
-  // If the shutdown bound wins, the work's late outcome must not become an unhandled rejection.
-  running.catch(() => undefined);
-  abandoned.catch(() => undefined);
-
-  try {
-    return await Promise.race([running, abandoned]);
+    // Without supervision and without a signal nothing can abort the work: no bound to race.
+    if (supervision === undefined && outer === undefined) return await work(ctx);
+    return await run.race(work, ctx);
   } finally {
     supervision?.finish();
-    if (shutdownTimer !== undefined) clearTimeout(shutdownTimer);
-    outer?.removeEventListener("abort", onOuterAbort);
-    controller.signal.removeEventListener("abort", onAbort);
-    if (onAbortDeadline) controller.signal.removeEventListener("abort", onAbortDeadline);
+    run.close();
+    if (onOuterAbort !== undefined) outer?.removeEventListener("abort", onOuterAbort);
   }
+}
+
+/**
+ * The abort state of one call. `ctx.signal` costs microseconds to create in Node.js, so its
+ * controller exists only once the work reads the signal or the call is aborted; until then
+ * nothing can tell the difference.
+ */
+class WorkRun {
+  supervision: Supervision | undefined;
+  readonly #shutdownTimeoutMs: number;
+  #controller: AbortController | undefined;
+  #aborted = false;
+  #shutdownTimer: ReturnType<typeof setTimeout> | undefined;
+  #abandon: ((reason: unknown) => void) | undefined;
+
+  constructor(shutdownTimeoutMs: number) {
+    this.#shutdownTimeoutMs = shutdownTimeoutMs;
+  }
+
+  get signal(): AbortSignal {
+    this.#controller ??= new AbortController();
+    return this.#controller.signal;
+  }
+
+  /** The abort reason, or `undefined` while not aborted (without creating the signal). */
+  get reason(): unknown {
+    return this.#aborted ? this.signal.reason : undefined;
+  }
+
+  /**
+   * Aborts once: beats stop and the shutdown bound starts first, then `ctx.signal` aborts with
+   * `reason` (its own listeners run after the library's, as they always did).
+   */
+  abort(reason: unknown): void {
+    if (this.#aborted) return;
+    this.#aborted = true;
+    this.supervision?.stopBeating();
+    const controller = (this.#controller ??= new AbortController());
+    this.#shutdownTimer = setTimeout(() => this.#abandon?.(controller.signal.reason), this.#shutdownTimeoutMs);
+    this.#shutdownTimer.unref?.();
+    controller.abort(reason);
+  }
+
+  /** Runs the work; settles with its outcome, or with the abort reason once the shutdown bound passed. */
+  race<T>(work: (ctx: WorkContext) => Promise<T> | T, ctx: WorkContext): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.#abandon = reject;
+      let result: Promise<T> | T;
+      try {
+        result = work(ctx);
+      } catch (err) {
+        reject(err);
+        return;
+      }
+      // Once abandoned, the work's late outcome lands on a settled promise: never unhandled.
+      Promise.resolve(result).then(resolve, reject);
+    });
+  }
+
+  close(): void {
+    if (this.#shutdownTimer !== undefined) clearTimeout(this.#shutdownTimer);
+  }
+}
+
+const noProgress = (): void => undefined;
+
+/** The {@link WorkContext} a call hands to its work. */
+class SupervisedContext implements WorkContext {
+  readonly #run: WorkRun;
+  readonly #supervision: Supervision | undefined;
+  readonly progress: () => void;
+
+  constructor(run: WorkRun, supervision: Supervision | undefined) {
+    this.#run = run;
+    this.#supervision = supervision;
+    // An own function, so `const { progress } = ctx` keeps working.
+    this.progress = supervision === undefined ? noProgress : () => supervision.progress();
+  }
+
+  get signal(): AbortSignal {
+    return this.#run.signal;
+  }
+
+  get heartbeats(): number {
+    return this.#supervision?.beats ?? 0;
+  }
+
+  get lease(): Lease | undefined {
+    return this.#supervision?.lease;
+  }
+
+  static abortReason(ctx: WorkContext): unknown {
+    return #run in ctx ? ctx.#run.reason : ctx.signal.reason;
+  }
+}
+
+/**
+ * The abort reason of `ctx.signal` (`undefined` when not aborted), read without creating the
+ * signal of a context made by {@link withInProgress}.
+ *
+ * @internal
+ */
+export function abortReasonOf(ctx: WorkContext): unknown {
+  return SupervisedContext.abortReason(ctx);
 }
 
 interface ReadOptions {
@@ -305,10 +373,17 @@ function toList(msgs: unknown): readonly JsMsg[] {
   throw new TypeError(`msgs must be a JsMsg or an array of them, got ${msgs === null ? "null" : typeof msgs}`);
 }
 
-function assertMessage(m: unknown, i: number): asserts m is JsMsg {
-  if (typeof m !== "object" || m === null || typeof (m as JsMsg).working !== "function") {
-    throw new TypeError(`msgs[${i}] is not a JetStream message (it has no working() method)`);
+function assertMessages(list: readonly unknown[]): void {
+  for (let i = 0; i < list.length; i++) {
+    const m = list[i];
+    if (typeof m !== "object" || m === null || typeof (m as JsMsg).working !== "function") {
+      throw new TypeError(`msgs[${i}] is not a JetStream message (it has no working() method)`);
+    }
   }
+}
+
+function isEpochMs(value: unknown): value is number {
+  return typeof value === "number" && Number.isFinite(value) && value >= 0;
 }
 
 function epochMs(value: unknown, field: string): number {
@@ -321,17 +396,18 @@ function epochMs(value: unknown, field: string): number {
 
 /** The heartbeat supervision of one batch: a task of the shared scheduler. */
 class Supervision implements ScheduledTask {
-  readonly lease: Lease;
   beats = 0;
+  schedulerEntry: SchedulerEntry | undefined = undefined;
 
   readonly #msgs: readonly JsMsg[];
   readonly #policy: VerifiedInProgressPolicy;
   readonly #opts: ReadOptions;
   readonly #scheduler: Scheduler;
   readonly #metrics: MetricsRecorder;
-  readonly #abort: (reason: unknown) => void;
+  readonly #run: Pick<WorkRun, "abort">;
   readonly #tracker: LeaseTracker;
   readonly #batchId: number;
+  #lease: Lease | undefined;
   #nextBeat: number | undefined;
   #beating = true;
   #finished = false;
@@ -339,6 +415,8 @@ class Supervision implements ScheduledTask {
   #progressed = false;
   #waitingForProgress = false;
   #inFlight = 0;
+  /** The clock reading taken when the batch was set up, for the first schedule. */
+  readonly #createdAt: number;
 
   constructor(
     msgs: readonly JsMsg[],
@@ -346,7 +424,7 @@ class Supervision implements ScheduledTask {
     opts: ReadOptions,
     scheduler: Scheduler,
     metrics: MetricsRecorder,
-    abort: (reason: unknown) => void,
+    run: Pick<WorkRun, "abort">,
     batchId: number,
   ) {
     this.#batchId = batchId;
@@ -355,46 +433,65 @@ class Supervision implements ScheduledTask {
     this.#opts = opts;
     this.#scheduler = scheduler;
     this.#metrics = metrics;
-    this.#abort = abort;
+    this.#run = run;
 
-    const clock = scheduler.clock;
-    const nowMono = clock.now();
-    const nowWall = Date.now();
-    const windows = new Float64Array(msgs.length);
-    const delivered = new Float64Array(msgs.length);
+    const nowMono = scheduler.clock.now();
+    this.#createdAt = nowMono;
     const receivedAt = opts.receivedAt;
-    const batchWall = receivedAt === undefined || typeof receivedAt === "function" ? undefined : epochMs(receivedAt, "options.receivedAt");
-    for (let i = 0; i < msgs.length; i++) {
-      const m = msgs[i]!;
-      windows[i] = windowFor(policy, deliveryCount(m));
-      let wall = batchWall;
-      if (typeof receivedAt === "function") {
-        const v = receivedAt(m, i);
-        wall = v === undefined ? batchWall : epochMs(v, `options.receivedAt(msgs[${i}])`);
-      }
+    // Without BackOff every message has the same window, whatever its delivery count.
+    const shared = windowIsShared(policy) ? windowFor(policy, undefined) : undefined;
+    if (shared !== undefined && typeof receivedAt !== "function") {
+      // One window and one delivery time for the whole batch: constant work, whatever its size.
+      const wall = receivedAt === undefined ? undefined : epochMs(receivedAt, "options.receivedAt");
       // A receive time in the future (clock skew) counts as now.
-      delivered[i] = wall === undefined ? nowMono : nowMono - Math.max(0, nowWall - wall);
+      const delivered = wall === undefined ? nowMono : nowMono - Math.max(0, Date.now() - wall);
+      this.#tracker = new LeaseTracker(shared, delivered, msgs.length);
+    } else {
+      const nowWall = Date.now();
+      const windows = new Float64Array(msgs.length);
+      const delivered = new Float64Array(msgs.length);
+      const batchWall = receivedAt === undefined || typeof receivedAt === "function" ? undefined : epochMs(receivedAt, "options.receivedAt");
+      for (let i = 0; i < msgs.length; i++) {
+        const m = msgs[i]!;
+        windows[i] = shared ?? windowFor(policy, deliveryCount(m));
+        let wall = batchWall;
+        if (typeof receivedAt === "function") {
+          const v = receivedAt(m, i);
+          // Epoch milliseconds pass as they are; anything else goes through the full check.
+          wall = v === undefined ? batchWall : isEpochMs(v) ? v : epochMs(v, `options.receivedAt(msgs[${i}])`);
+        }
+        // A receive time in the future (clock skew) counts as now.
+        delivered[i] = wall === undefined ? nowMono : nowMono - Math.max(0, nowWall - wall);
+      }
+      this.#tracker = new LeaseTracker(windows, delivered);
     }
-    this.#tracker = new LeaseTracker(windows, delivered);
     // Every message is refreshed at least every intervalMs, counting from its delivery.
     this.#nextBeat = Math.max(nowMono, this.#tracker.oldestRefresh() + policy.intervalMs);
+  }
 
-    const tracker = this.#tracker;
-    const self = this;
-    this.lease = {
-      get deadline() {
-        return Date.now() + (tracker.deadline - clock.now());
-      },
-      remainingMs: () => tracker.deadline - clock.now(),
-      get expired() {
-        return self.#expired;
-      },
-    };
+  /** The batch lease, made on first use. */
+  get lease(): Lease {
+    if (this.#lease === undefined) {
+      const tracker = this.#tracker;
+      const clock = this.#scheduler.clock;
+      const self = this;
+      this.#lease = {
+        get deadline() {
+          return Date.now() + (tracker.deadline - clock.now());
+        },
+        remainingMs: () => tracker.deadline - clock.now(),
+        get expired() {
+          return self.#expired;
+        },
+      };
+    }
+    return this.#lease;
   }
 
   start(): void {
     this.#metrics.gaugeAdd(MetricNames.CURRENT_IN_PROGRESS_BATCHES_ACTIVE, 1);
-    this.#reschedule();
+    // Set up moments ago, in the same call: its clock reading still stands.
+    this.#reschedule(this.#createdAt);
   }
 
   /** The work settled: no beat may leave after this. */
@@ -521,7 +618,7 @@ class Supervision implements ScheduledTask {
     }));
     this.#beating = false;
     this.#nextBeat = undefined;
-    if (onLimit === "abort") this.#abort(new HeartbeatLimitError(this.#policy.maxHeartbeats));
+    if (onLimit === "abort") this.#run.abort(new HeartbeatLimitError(this.#policy.maxHeartbeats));
   }
 
   #expire(now: number): void {
@@ -537,15 +634,15 @@ class Supervision implements ScheduledTask {
       beats: this.beats,
     }));
     this.#scheduler.cancel(this);
-    this.#abort(new LeaseExpiredError(overdueMs));
+    this.#run.abort(new LeaseExpiredError(overdueMs));
   }
 
-  #reschedule(): void {
+  #reschedule(now?: number): void {
     if (this.#finished || this.#expired) return;
     const lease = this.#tracker.deadline;
     let due = this.#nextBeat !== undefined && this.#beating ? Math.min(this.#nextBeat, lease) : lease;
     // While a confirmed round is in flight past the deadline, its reply decides; look again shortly.
     if (this.#inFlight > 0 && due <= this.#scheduler.clock.now()) due = this.#scheduler.clock.now() + 10;
-    this.#scheduler.schedule(this, due);
+    this.#scheduler.schedule(this, due, now);
   }
 }

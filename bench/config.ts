@@ -1,0 +1,53 @@
+/**
+ * Sizes and rounds of the two modes: the full run (the figures in docs/benchmarks.md) and the
+ * smoke run CI uses to prove every row still runs (one round each, smaller sizes).
+ */
+
+export type Mode = "full" | "smoke";
+
+export interface BenchConfig {
+  readonly mode: Mode;
+  /** Item 1: rounds, batch sizes, calls per sample. */
+  readonly overhead: {
+    readonly rounds: number;
+    readonly batchSizes: readonly number[];
+    /** Calls per sample with instant work, for a batch of 1 (scaled down for larger batches). */
+    readonly instantCalls: number;
+    /** Calls per sample with the 100 µs write. */
+    readonly slowCalls: number;
+    readonly slowWriteMicros: number;
+  };
+  /** Item 2: messages in flight, rounds. */
+  readonly round: { readonly messages: number; readonly rounds: number };
+  /** Item 3: messages per arm, batch size, fetch expiry, rounds. */
+  readonly endToEnd: { readonly messages: number; readonly batchSize: number; readonly expiresMs: number; readonly rounds: number };
+  /** Item 4: messages held, fetch batch, AckWait, interval, CPU rounds and beat periods per arm. */
+  readonly capacity: {
+    readonly messages: number;
+    readonly fetchBatch: number;
+    readonly ackWaitMs: number;
+    readonly intervalMs: number;
+    readonly rounds: number;
+    readonly periodsPerArm: number;
+  };
+  /** Item 5: concurrent batches, messages per batch, rounds. */
+  readonly scaling: { readonly batches: readonly number[]; readonly batchSize: number; readonly rounds: number };
+}
+
+export const FULL: BenchConfig = {
+  mode: "full",
+  overhead: { rounds: 9, batchSizes: [1, 100, 1000], instantCalls: 20_000, slowCalls: 1_000, slowWriteMicros: 100 },
+  round: { messages: 10_000, rounds: 7 },
+  endToEnd: { messages: 100_000, batchSize: 100, expiresMs: 1000, rounds: 7 },
+  capacity: { messages: 100_000, fetchBatch: 1000, ackWaitMs: 4000, intervalMs: 2000, rounds: 5, periodsPerArm: 2 },
+  scaling: { batches: [1, 100, 1000], batchSize: 100, rounds: 7 },
+};
+
+export const SMOKE: BenchConfig = {
+  mode: "smoke",
+  overhead: { rounds: 1, batchSizes: [1, 100, 1000], instantCalls: 2_000, slowCalls: 100, slowWriteMicros: 100 },
+  round: { messages: 2_000, rounds: 1 },
+  endToEnd: { messages: 5_000, batchSize: 100, expiresMs: 1000, rounds: 1 },
+  capacity: { messages: 10_000, fetchBatch: 1000, ackWaitMs: 2000, intervalMs: 1000, rounds: 1, periodsPerArm: 2 },
+  scaling: { batches: [1, 100, 1000], batchSize: 100, rounds: 1 },
+};
