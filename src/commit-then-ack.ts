@@ -410,15 +410,13 @@ export class CommitThenAck {
     if (failures.size > 0) this.#metrics.count(MetricNames.MESSAGES_FAILED_TOTAL, failures.size);
 
     const closed = this.#connectionClosed(list);
-    // One batch arrives on one connection: its state is read once, not per message.
-    const down = !closed && list[0] !== undefined && connectionDown(list[0]) === true;
     const confirmAck = this.#options.confirmAck !== undefined;
     let pending = false;
     const settling = list.map((m): Promise<MessageResult> | MessageResult => {
       if (!failures.has(m)) {
-        if (!confirmAck) return this.#settleSuccessNow(m, closed, down);
+        if (!confirmAck) return this.#settleSuccessNow(m, closed);
         pending = true;
-        return this.#settleSuccess(m, closed, down);
+        return this.#settleSuccess(m, closed);
       }
       const error = failures.get(m);
       // Shutdown: send nothing, the message comes back after AckWait.
@@ -497,12 +495,13 @@ export class CommitThenAck {
 
   /** {@link #settleSuccess} without confirmed ACKs: nothing to wait for. */
   /**
-   * A plain ACK, sent now. `down`: the client is between connections and drops frames without
-   * an error, so the result says so (the message will most likely be redelivered; confirmed
-   * ACKs retry after the reconnect instead).
+   * A plain ACK, sent now. A client between connections drops frames without an error, so the
+   * result says so (the message will most likely be redelivered; confirmed ACKs retry after the
+   * reconnect instead).
    */
-  #settleSuccessNow(m: JsMsg, closed: boolean, down: boolean): MessageResult {
+  #settleSuccessNow(m: JsMsg, closed: boolean): MessageResult {
     if (closed) return { msg: m, action: "left", settleError: new ConnectionClosedError() };
+    const down = connectionDown(m) === true;
     try {
       ackNow(m);
     } catch (settleError) {
@@ -512,9 +511,9 @@ export class CommitThenAck {
   }
 
   /** An ACK by the configured mode: confirmed (awaited, retried) or plain. */
-  async #settleSuccess(m: JsMsg, closed: boolean, down: boolean): Promise<MessageResult> {
+  async #settleSuccess(m: JsMsg, closed: boolean): Promise<MessageResult> {
     const confirmAck = this.#options.confirmAck;
-    if (confirmAck === undefined) return this.#settleSuccessNow(m, closed, down);
+    if (confirmAck === undefined) return this.#settleSuccessNow(m, closed);
     if (closed) return { msg: m, action: "left", settleError: new ConnectionClosedError() };
     let outcome: AckOutcome;
     try {
@@ -553,7 +552,7 @@ export class CommitThenAck {
       const retry = this.#settleTemporary(m, error, false);
       return { ...retry, settleError };
     }
-    const acked = await this.#settleSuccess(m, false, connectionDown(m) === true);
+    const acked = await this.#settleSuccess(m, false);
     return { ...acked, action: "dead_lettered", error };
   }
 

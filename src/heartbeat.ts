@@ -54,19 +54,13 @@ function isClosed(msgs: readonly JsMsg[], connection: Partial<ClosableConnection
 }
 
 /**
- * Sends `+WPI` through `JsMsg.working()` for every message not yet settled. While the batch's
- * connection is disconnected no frame is handed over and the round counts as failed: the lease
- * is not extended by a beat the client would drop.
+ * Sends `+WPI` through `JsMsg.working()` for every message not yet settled. A message whose
+ * connection is disconnected gets no frame and counts as failed: the lease is not extended by
+ * a beat the client would drop.
  */
 export function sendRound(msgs: readonly JsMsg[], connection: ClosableConnection | undefined): RoundResult {
   if (isClosed(msgs, connection)) {
     return { refreshed: [], failed: msgs.length, firstError: new ConnectionClosedError(), closed: true };
-  }
-  // A batch arrives on one connection: while it is between connections the client would drop
-  // every frame, so no beat is handed over and the whole round counts as failed.
-  const first = msgs[0];
-  if (first !== undefined && connectionDown(first) === true) {
-    return { refreshed: [], failed: msgs.length, firstError: new DisconnectedError(), closed: false };
   }
   let failedIndexes: number[] | undefined;
   let firstError: unknown;
@@ -74,6 +68,12 @@ export function sendRound(msgs: readonly JsMsg[], connection: ClosableConnection
     const m = msgs[i]!;
     // After a final ack the client turns working() into a no-op; nothing to refresh.
     if (isSettled(m)) continue;
+    // Read per message: a host may assemble a batch from more than one connection.
+    if (connectionDown(m) === true) {
+      (failedIndexes ??= []).push(i);
+      firstError ??= new DisconnectedError();
+      continue;
+    }
     try {
       m.working();
     } catch (err) {
