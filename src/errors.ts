@@ -45,7 +45,14 @@ export class InProgressPolicyError extends Error {
  * - `ack_policy_not_explicit`: the consumer does not use explicit acks, so commit-then-ack cannot hold.
  * - `policy_violation`: the effective AckWait/BackOff does not fit the InProgress policy (see `violations`).
  * - `ack_wait_drift`: the AckWait the host configured differs from the server's.
- * - `max_deliver_backoff`: BackOff-aware mode, and MaxDeliver is not greater than the BackOff length.
+ * - `max_deliver_backoff`: BackOff-aware mode, and MaxDeliver does not cover the BackOff steps
+ *   under the connected server's rules.
+ *
+ * @example
+ * ```ts
+ * const retryable: ConsumerPolicyReason[] = ["consumer_unreadable"];
+ * if (err instanceof ConsumerPolicyError && retryable.includes(err.reason)) scheduleRetry();
+ * ```
  */
 export type ConsumerPolicyReason =
   | "consumer_not_found"
