@@ -1,14 +1,13 @@
 /**
  * BackOff-aware mode on a real nats-server: a consumer with BackOff [1 s, 4 s] and MaxDeliver 5.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { AckPolicy, jetstream, type JsMsg } from "@nats-io/jetstream";
-import { nanos, type NatsConnection } from "@nats-io/transport-node";
+import { nanos } from "@nats-io/transport-node";
 import { CommitThenAck, ConsumerPolicyError, InMemoryMetrics, MetricNames, TemporarySinkError } from "../../src/index.js";
 import { MAX_DELIVER_EQUAL_SINCE, atLeast } from "../../src/server-version.js";
 import { AckSpy } from "../helpers/ack-spy.js";
 import { consumerInfo, createFixture, fetchBatch, publish, uniqueName, type Fixture } from "../helpers/jetstream.js";
-import type { NatsServer } from "../helpers/nats-server.js";
 import { useServer } from "../helpers/server-fixture.js";
 
 const BACKOFF_MS = [1000, 4000];

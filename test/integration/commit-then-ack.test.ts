@@ -5,9 +5,9 @@
 import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { AckPolicy, jetstream, jetstreamManager, type JsMsg } from "@nats-io/jetstream";
-import { nanos, type NatsConnection } from "@nats-io/transport-node";
+import { nanos } from "@nats-io/transport-node";
 import {
   CommitThenAck,
   ConsumerPolicyError,
@@ -19,8 +19,7 @@ import {
   verifyInProgressPolicy,
 } from "../../src/index.js";
 import { AckSpy } from "../helpers/ack-spy.js";
-import { consumerInfo, createFixture, eventually, fetchBatch, publish, uniqueName, type Fixture } from "../helpers/jetstream.js";
-import type { NatsServer } from "../helpers/nats-server.js";
+import { consumerInfo, createFixture, eventually, fetchBatch, publish, uniqueName } from "../helpers/jetstream.js";
 import { useServer } from "../helpers/server-fixture.js";
 
 const ACK_WAIT_MS = 2000;

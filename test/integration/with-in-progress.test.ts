@@ -2,8 +2,7 @@
  * withInProgress against a real nats-server: the ack-frame spy and consumer info are the
  * oracles. AckWait is 2 s and the interval 1 s throughout, so a 6 s write is 3× AckWait.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { NatsConnection } from "@nats-io/transport-node";
+import { describe, expect, it } from "vitest";
 import type { JsMsg } from "@nats-io/jetstream";
 import {
   InMemoryMetrics,
