@@ -16,7 +16,7 @@ export interface Goal {
 
 export type Status = "pass" | "MISS" | "info";
 
-export interface Figure {
+export interface FigureInput {
   /** Stable id: issue item, then a letter per line (`1a`, `1b`, ...). */
   readonly id: string;
   /** The issue item (1 to 6) this figure answers. */
@@ -29,28 +29,20 @@ export interface Figure {
   /** What the baseline is. */
   readonly baselineName: string;
   readonly baseline: number;
-  /** value / baseline. */
-  readonly ratio: number;
-  /** value - baseline. */
-  readonly added: number;
-  readonly goal: Goal | undefined;
-  readonly status: Status;
+  readonly goal?: Goal;
   /** Every sample behind the medians, for anyone who wants to check the spread. */
   readonly samples?: { readonly value: readonly number[]; readonly baseline: readonly number[] };
   readonly note?: string;
 }
 
-export interface FigureInput {
-  readonly id: string;
-  readonly item: number;
-  readonly name: string;
-  readonly unit: string;
-  readonly value: number;
-  readonly baselineName: string;
-  readonly baseline: number;
-  readonly goal?: Goal;
-  readonly samples?: { readonly value: readonly number[]; readonly baseline: readonly number[] };
-  readonly note?: string;
+/** A measured figure with its ratio, difference and goal status. */
+export interface Figure extends Omit<FigureInput, "goal"> {
+  readonly goal: Goal | undefined;
+  /** value / baseline. */
+  readonly ratio: number;
+  /** value - baseline. */
+  readonly added: number;
+  readonly status: Status;
 }
 
 /** Builds a figure and judges it against its goal. */

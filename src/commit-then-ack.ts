@@ -18,7 +18,7 @@ import {
 } from "./guardrails.js";
 import { ConnectionClosedError, DisconnectedError } from "./heartbeat.js";
 import { inspectConsumer } from "./inspect.js";
-import { connectionClosed, connectionDown, serverVersionOf } from "./message-access.js";
+import { batchConnectionClosed, connectionDown, serverVersionOf } from "./message-access.js";
 import { MetricNames, MetricsRecorder, type MetricsSink } from "./metrics.js";
 import { runLoop, type RunOptions } from "./run-loop.js";
 import { ackConfirmed, ackNow, nakWithDelay, termWithReason, type AckOutcome, type ConfirmAckOptions } from "./settle.js";
@@ -357,8 +357,8 @@ export class CommitThenAck {
     if (!Array.isArray(msgs)) throw new TypeError("msgs must be an array of JsMsg (a fetched batch)");
     if (typeof write !== "function") throw new TypeError("write must be a function (msgs, ctx) => Promise<void>");
     const list: readonly JsMsg[] = [...msgs];
-    const batchId = nextBatchId();
     if (list.length === 0) return emptyResult();
+    const batchId = nextBatchId();
 
     const signal = combineSignals(this.#options.signal, options.signal);
     const started = performance.now();
@@ -409,7 +409,7 @@ export class CommitThenAck {
     const leaseLost = ctx !== undefined && abortReasonOf(ctx) instanceof LeaseExpiredError;
     if (failures.size > 0) this.#metrics.count(MetricNames.MESSAGES_FAILED_TOTAL, failures.size);
 
-    const closed = this.#connectionClosed(list);
+    const closed = batchConnectionClosed(list, this.#options.connection);
     const confirmAck = this.#options.confirmAck !== undefined;
     let pending = false;
     const settling = list.map((m): Promise<MessageResult> | MessageResult => {
@@ -482,18 +482,6 @@ export class CommitThenAck {
     });
   }
 
-  #connectionClosed(msgs: readonly JsMsg[]): boolean {
-    try {
-      const c = this.#options.connection;
-      if (c && typeof c.isClosed === "function" && c.isClosed()) return true;
-    } catch {
-      // fall back to the message's own connection
-    }
-    const first = msgs[0];
-    return first !== undefined && connectionClosed(first) === true;
-  }
-
-  /** {@link #settleSuccess} without confirmed ACKs: nothing to wait for. */
   /**
    * A plain ACK, sent now. A client between connections drops frames without an error, so the
    * result says so (the message will most likely be redelivered; confirmed ACKs retry after the

@@ -4,7 +4,7 @@
  */
 import type { JsMsg } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { connectionClosed, connectionDown, isSettled, replySubject } from "./message-access.js";
+import { batchConnectionClosed, connectionDown, isSettled, replySubject } from "./message-access.js";
 
 /** What one round achieved. `refreshed` holds the indexes of messages whose beat was accepted. */
 export interface RoundResult {
@@ -43,23 +43,13 @@ export class DisconnectedError extends Error {
   }
 }
 
-function isClosed(msgs: readonly JsMsg[], connection: Partial<ClosableConnection> | undefined): boolean {
-  try {
-    if (connection && typeof connection.isClosed === "function") return connection.isClosed() === true;
-  } catch {
-    // fall through to the message's own connection
-  }
-  const first = msgs[0];
-  return first !== undefined && connectionClosed(first) === true;
-}
-
 /**
  * Sends `+WPI` through `JsMsg.working()` for every message not yet settled. A message whose
  * connection is disconnected gets no frame and counts as failed: the lease is not extended by
  * a beat the client would drop.
  */
 export function sendRound(msgs: readonly JsMsg[], connection: ClosableConnection | undefined): RoundResult {
-  if (isClosed(msgs, connection)) {
+  if (batchConnectionClosed(msgs, connection)) {
     return { refreshed: [], failed: msgs.length, firstError: new ConnectionClosedError(), closed: true };
   }
   let failedIndexes: number[] | undefined;
@@ -86,7 +76,7 @@ export function sendRound(msgs: readonly JsMsg[], connection: ClosableConnection
   const failedSet = new Set(failedIndexes);
   const refreshed: number[] = [];
   for (let i = 0; i < msgs.length; i++) if (!failedSet.has(i)) refreshed.push(i);
-  return { refreshed, failed: failedIndexes.length, firstError, closed: isClosed(msgs, connection) };
+  return { refreshed, failed: failedIndexes.length, firstError, closed: batchConnectionClosed(msgs, connection) };
 }
 
 /**
@@ -95,7 +85,7 @@ export function sendRound(msgs: readonly JsMsg[], connection: ClosableConnection
  * after the caller stops.
  */
 export function sendConfirmedRound(msgs: readonly JsMsg[], connection: RequestConnection, timeoutMs: number): Promise<RoundResult> {
-  if (isClosed(msgs, connection)) {
+  if (batchConnectionClosed(msgs, connection)) {
     return Promise.resolve({ refreshed: [], failed: msgs.length, firstError: new ConnectionClosedError(), closed: true });
   }
   const pending: Promise<number>[] = [];
@@ -125,6 +115,6 @@ export function sendConfirmedRound(msgs: readonly JsMsg[], connection: RequestCo
         firstError ??= r.reason;
       }
     }
-    return { refreshed, failed, firstError, closed: failed > 0 && isClosed(msgs, connection) };
+    return { refreshed, failed, firstError, closed: failed > 0 && batchConnectionClosed(msgs, connection) };
   });
 }

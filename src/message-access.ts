@@ -92,3 +92,17 @@ export function serverVersionOf(source: unknown): string | undefined {
     return undefined;
   }
 }
+
+/**
+ * Whether a batch's connection is closed: the host's connection when it gave one (trusted
+ * either way), else the connection that delivered the first message.
+ */
+export function batchConnectionClosed(msgs: readonly JsMsg[], connection: { isClosed?: () => unknown } | undefined): boolean {
+  try {
+    if (connection && typeof connection.isClosed === "function") return connection.isClosed() === true;
+  } catch {
+    // fall through to the message's own connection
+  }
+  const first = msgs[0];
+  return first !== undefined && connectionClosed(first) === true;
+}

@@ -388,7 +388,7 @@ function isEpochMs(value: unknown): value is number {
 
 function epochMs(value: unknown, field: string): number {
   const ms = value instanceof Date ? value.getTime() : value;
-  if (typeof ms !== "number" || !Number.isFinite(ms) || ms < 0) {
+  if (!isEpochMs(ms)) {
     throw new TypeError(`${field} must be epoch milliseconds (Date.now()) or a valid Date, got ${String(value)}`);
   }
   return ms;
@@ -437,31 +437,29 @@ class Supervision implements ScheduledTask {
 
     const nowMono = scheduler.clock.now();
     this.#createdAt = nowMono;
+    const nowWall = Date.now();
+    // A receive time in the future (clock skew) counts as now.
+    const deliveredAt = (wall: number | undefined): number => (wall === undefined ? nowMono : nowMono - Math.max(0, nowWall - wall));
     const receivedAt = opts.receivedAt;
+    const batchWall = receivedAt === undefined || typeof receivedAt === "function" ? undefined : epochMs(receivedAt, "options.receivedAt");
     // Without BackOff every message has the same window, whatever its delivery count.
     const shared = windowIsShared(policy) ? windowFor(policy, undefined) : undefined;
     if (shared !== undefined && typeof receivedAt !== "function") {
       // One window and one delivery time for the whole batch: constant work, whatever its size.
-      const wall = receivedAt === undefined ? undefined : epochMs(receivedAt, "options.receivedAt");
-      // A receive time in the future (clock skew) counts as now.
-      const delivered = wall === undefined ? nowMono : nowMono - Math.max(0, Date.now() - wall);
-      this.#tracker = new LeaseTracker(shared, delivered, msgs.length);
+      this.#tracker = new LeaseTracker(shared, deliveredAt(batchWall), msgs.length);
     } else {
-      const nowWall = Date.now();
       const windows = new Float64Array(msgs.length);
       const delivered = new Float64Array(msgs.length);
-      const batchWall = receivedAt === undefined || typeof receivedAt === "function" ? undefined : epochMs(receivedAt, "options.receivedAt");
       for (let i = 0; i < msgs.length; i++) {
         const m = msgs[i]!;
         windows[i] = shared ?? windowFor(policy, deliveryCount(m));
         let wall = batchWall;
         if (typeof receivedAt === "function") {
           const v = receivedAt(m, i);
-          // Epoch milliseconds pass as they are; anything else goes through the full check.
+          // Epoch milliseconds pass as they are (no message string built per message).
           wall = v === undefined ? batchWall : isEpochMs(v) ? v : epochMs(v, `options.receivedAt(msgs[${i}])`);
         }
-        // A receive time in the future (clock skew) counts as now.
-        delivered[i] = wall === undefined ? nowMono : nowMono - Math.max(0, nowWall - wall);
+        delivered[i] = deliveredAt(wall);
       }
       this.#tracker = new LeaseTracker(windows, delivered);
     }

@@ -15,7 +15,7 @@ import {
 } from "../../src/index.js";
 import { sendRound } from "../../src/heartbeat.js";
 import { connectionDown } from "../../src/message-access.js";
-import { fakeMsg, type FakeMsg } from "../helpers/fakes.js";
+import { deferred, fakeMsg, type FakeMsg } from "../helpers/fakes.js";
 
 const policy = (ackWaitMs = 10_000) =>
   verifyInProgressPolicy({ enabled: true, intervalMs: 2000, maxHeartbeats: 50, shutdownTimeoutMs: 1000 }, { ackWaitMs, source: "configured" });
@@ -32,12 +32,6 @@ function onLink(m: FakeMsg): { down(): void; up(): void; close(): void } {
       publisher.closed = true;
     },
   };
-}
-
-function deferred() {
-  let resolve!: () => void;
-  const promise = new Promise<void>((r) => (resolve = r));
-  return { promise, resolve };
 }
 
 describe("connectionDown", () => {
