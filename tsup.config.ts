@@ -3,8 +3,8 @@ import { defineConfig } from "tsup";
 export default defineConfig({
   entry: {
     index: "src/index.ts",
-    prometheus: "src/prometheus.ts",
-    opentelemetry: "src/opentelemetry.ts",
+    prometheus: "src/adapters/prometheus.ts",
+    opentelemetry: "src/adapters/opentelemetry.ts",
   },
   format: ["esm", "cjs"],
   dts: true,

@@ -11,7 +11,7 @@ export default defineConfig({
     // Examples import the package by name; tests run them against the sources.
     alias: [
       { find: /^jetstream-inprogress$/, replacement: fileURLToPath(new URL("./src/index.ts", import.meta.url)) },
-      { find: /^jetstream-inprogress\/(.*)$/, replacement: fileURLToPath(new URL("./src/$1.ts", import.meta.url)) },
+      { find: /^jetstream-inprogress\/(.*)$/, replacement: fileURLToPath(new URL("./src/adapters/$1.ts", import.meta.url)) },
     ],
   },
   test: {

@@ -7,7 +7,7 @@
 import type { JsMsg } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { withInProgress, type VerifiedInProgressPolicy, type WorkContext } from "../src/index.js";
-import { replySubject } from "../src/message-access.js";
+import { replySubject } from "../src/nats/message-access.js";
 
 export interface KeepAlive {
   /**

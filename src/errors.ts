@@ -1,4 +1,48 @@
-import type { PolicyViolation } from "./guardrails.js";
+/**
+ * The error classes of the library, and the types their fields use. The ground floor: this
+ * file imports nothing of the library, so every stage can take its errors from here.
+ */
+
+/**
+ * Stable violation codes; see the README's table.
+ *
+ * @example
+ * ```ts
+ * const fatal: ViolationCode[] = ["ack_wait_unknown", "backoff_not_supported"];
+ * ```
+ */
+export type ViolationCode =
+  | "invalid_policy"
+  | "unknown_field"
+  | "invalid_enabled"
+  | "invalid_interval"
+  | "invalid_max_heartbeats"
+  | "invalid_shutdown_timeout"
+  | "invalid_backoff_mode"
+  | "ack_wait_unknown"
+  | "ack_wait_invalid"
+  | "interval_too_close_to_ack_wait"
+  | "backoff_not_supported"
+  | "backoff_invalid"
+  | "interval_too_close_to_backoff"
+  | "policy_not_verified";
+
+/**
+ * One problem found by the guardrails.
+ *
+ * @example
+ * ```ts
+ * const v: PolicyViolation = { code: "invalid_interval", field: "intervalMs", message: "..." };
+ * ```
+ */
+export interface PolicyViolation {
+  /** Stable code, safe to match on. */
+  readonly code: ViolationCode;
+  /** The field at fault, for example `intervalMs` or `timing.ackWaitMs`. */
+  readonly field: string;
+  /** The field, the value, the limit and the way out, for a person. */
+  readonly message: string;
+}
 
 /**
  * Thrown by {@link verifyInProgressPolicy} (and by `withInProgress` when it is handed an
@@ -225,4 +269,68 @@ export class HeartbeatLimitError extends Error {
     super(`InProgress heartbeat limit of ${maxHeartbeats} reached before the work finished`, options);
     this.maxHeartbeats = maxHeartbeats;
   }
+}
+
+/** A stand-in for the client's closed-connection error, which `working()` never raises. */
+export class ConnectionClosedError extends Error {
+  override readonly name = "ClosedConnectionError";
+  constructor() {
+    super("closed connection");
+  }
+}
+
+/**
+ * The message's connection is open but disconnected: the client would drop the frame without
+ * an error (each reconnect attempt empties its outbound buffer), so the beat is not sent and
+ * counts as failed.
+ */
+export class DisconnectedError extends Error {
+  override readonly name = "DisconnectedError";
+  constructor() {
+    super("disconnected: frames published before the client reconnects are dropped");
+  }
+}
+
+/**
+ * A confirmed ACK got no reply after every attempt. The client's own error is not kept: its
+ * message names the ack reply subject, which carries the stream, the consumer and the
+ * message's sequences. Only its class and a fixed phrase for the usual causes are.
+ */
+export class AckNotConfirmedError extends Error {
+  override readonly name = "AckNotConfirmedError";
+  /** Requests sent (the first `ackAck` and every retry). */
+  readonly attempts: number;
+  /** The last failure's kind: `timeout`, `no_responders` (the consumer is gone) or `error`. */
+  readonly lastFailure: "timeout" | "no_responders" | "error";
+  /** The class name of the last failure (`TimeoutError`, `RequestError`, ...). */
+  readonly lastErrorName: string;
+
+  constructor(attempts: number, lastError: unknown) {
+    const kind = failureKind(lastError);
+    const name = errorName(lastError);
+    super(`the ACK was not confirmed after ${attempts} attempt${attempts === 1 ? "" : "s"}: ${kind.replace("_", " ")} (${name}); it may or may not have landed`);
+    this.attempts = attempts;
+    this.lastFailure = kind;
+    this.lastErrorName = name;
+  }
+}
+
+function failureKind(err: unknown): AckNotConfirmedError["lastFailure"] {
+  // Walk the cause chain by class name only; messages are never read.
+  for (let e = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    if (e.name === "TimeoutError") return "timeout";
+    if (e.name === "NoResponders" || e.name === "NoRespondersError") return "no_responders";
+  }
+  return "error";
+}
+
+/**
+ * An error's class name for events and metrics — never its message, which may carry
+ * subjects or payload fragments.
+ *
+ * @internal
+ */
+export function errorName(err: unknown): string {
+  if (err instanceof Error) return /^[A-Za-z0-9_$.]{1,64}$/.test(err.name) ? err.name : "Error";
+  return err === null ? "null" : typeof err;
 }

@@ -4,13 +4,11 @@
  *
  * @packageDocumentation
  */
-export {
-  ACK_WAIT_SAFETY_RATIO,
-  DEFAULT_IN_PROGRESS_POLICY,
-  checkInProgressPolicy,
-  consumerTimingFromConfig,
-  verifyInProgressPolicy,
-} from "./guardrails.js";
+
+// The guardrails (pure).
+export { checkInProgressPolicy, verifyInProgressPolicy } from "./policy/check-policy.js";
+export { consumerTimingFromConfig } from "./policy/consumer-timing.js";
+export { ACK_WAIT_SAFETY_RATIO, DEFAULT_IN_PROGRESS_POLICY } from "./policy/in-progress-policy.js";
 export type {
   BackOffMode,
   CheckOptions,
@@ -18,10 +16,10 @@ export type {
   DisabledInProgressPolicy,
   InProgressPolicy,
   PolicyCheck,
-  PolicyViolation,
   VerifiedInProgressPolicy,
-  ViolationCode,
-} from "./guardrails.js";
+} from "./policy/in-progress-policy.js";
+
+// Errors.
 export {
   ConsumerPolicyError,
   HeartbeatLimitError,
@@ -30,37 +28,44 @@ export {
   PermanentSinkError,
   TemporarySinkError,
 } from "./errors.js";
-export type { ConsumerPolicyReason } from "./errors.js";
-export { InMemoryMetrics, MetricNames } from "./metrics.js";
-export type { MetricLabels, MetricName, MetricsSink, MetricsSnapshot } from "./metrics.js";
-export { DiagnosticsChannels } from "./diagnostics.js";
-export type {
-  BatchEventBase,
-  BatchSettledEvent,
-  HeartbeatFailedEvent,
-  HeartbeatLimitEvent,
-  HeartbeatSentEvent,
-  LeaseExpiredEvent,
-} from "./diagnostics.js";
-export { withInProgress } from "./with-in-progress.js";
-export type { HeartbeatConfirmation, Lease, WithInProgressOptions, WorkContext } from "./with-in-progress.js";
-export { CommitThenAck } from "./commit-then-ack.js";
+export type { ConsumerPolicyReason, PolicyViolation, ViolationCode } from "./errors.js";
+
+// Telemetry.
+export { InMemoryMetrics } from "./telemetry/in-memory-metrics.js";
+export type { MetricsSnapshot } from "./telemetry/in-memory-metrics.js";
+export { MetricNames } from "./telemetry/metric-names.js";
+export type { MetricName } from "./telemetry/metric-names.js";
+export type { MetricLabels, MetricsSink } from "./telemetry/metrics-sink.js";
+export { DiagnosticsChannels } from "./telemetry/diagnostics.js";
+export type { BatchEventBase } from "./telemetry/diagnostics.js";
+export type { HeartbeatFailedEvent, HeartbeatLimitEvent, HeartbeatSentEvent, LeaseExpiredEvent } from "./lease/lease-events.js";
+export type { BatchSettledEvent } from "./settle/settle-events.js";
+
+// Heartbeat supervision.
+export { withInProgress } from "./lease/with-in-progress.js";
+export type { HeartbeatConfirmation, Lease, WithInProgressOptions, WorkContext } from "./lease/work-context.js";
+
+// Settling.
 export type {
   BatchOutcome,
   BatchResult,
   BatchWrite,
-  CommitThenAckOptions,
   FailedMessage,
-  ForConsumerOptions,
   MessageResult,
-  ProcessOptions,
   TemporaryFailureAction,
   WriteReport,
-} from "./commit-then-ack.js";
-export type { RunOptions } from "./run-loop.js";
-export type { ConfirmAckOptions } from "./settle.js";
-export { DeadLetterHeaders } from "./dead-letter.js";
-export type { DeadLetterTarget } from "./dead-letter.js";
-export { watchConsumer } from "./watch-consumer.js";
-export type { ConsumerInfoSource, ConsumerPollFailure, ConsumerWatch, WatchConsumerOptions } from "./watch-consumer.js";
-export type { ConsumerHealthSample } from "./consumer-health.js";
+} from "./settle/batch-result.js";
+export type { ConfirmAckOptions } from "./settle/frames.js";
+export { DeadLetterHeaders } from "./settle/dead-letter.js";
+export type { DeadLetterTarget } from "./settle/dead-letter.js";
+
+// Consuming.
+export { CommitThenAck } from "./consume/commit-then-ack.js";
+export type { CommitThenAckOptions, ForConsumerOptions, ProcessOptions } from "./consume/commit-then-ack-options.js";
+export type { RunOptions } from "./consume/run-loop.js";
+
+// Consumer health.
+export { watchConsumer } from "./health/watch-consumer.js";
+export type { ConsumerWatch } from "./health/watch-consumer.js";
+export type { ConsumerInfoSource, ConsumerPollFailure, WatchConsumerOptions } from "./health/watch-options.js";
+export type { ConsumerHealthSample } from "./health/consumer-health.js";

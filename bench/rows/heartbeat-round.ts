@@ -8,8 +8,8 @@
  */
 import type { JsMsg } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { sendRound } from "../../src/heartbeat.js";
-import { replySubject } from "../../src/message-access.js";
+import { sendRound } from "../../src/lease/heartbeat-round.js";
+import { replySubject } from "../../src/nats/message-access.js";
 import type { Bench } from "../context.js";
 import { figure, goals, type Figure } from "../figure.js";
 import { addConsumer, consumerCounts, createStream, fetchExactly } from "../jetstream.js";

@@ -1,6 +1,6 @@
 /** Fakes for pure-logic unit tests. Claims about JetStream are proven in test/integration. */
 import type { JsMsg } from "@nats-io/jetstream";
-import type { Clock } from "../../src/scheduler.js";
+import type { Clock } from "../../src/lease/scheduler.js";
 
 export interface FakeMsg extends JsMsg {
   readonly calls: { working: number; ack: number; nak: Array<number | undefined>; term: Array<string | undefined> };

@@ -4,7 +4,8 @@
  */
 import fc from "fast-check";
 import { InMemoryMetrics, type MetricLabels, type MetricName, type MetricsSink, type MetricsSnapshot } from "../../src/index.js";
-import { METRIC_DEFINITIONS, seriesKey } from "../../src/metrics.js";
+import { METRIC_DEFINITIONS } from "../../src/telemetry/metric-names.js";
+import { seriesKey } from "../../src/telemetry/metrics-sink.js";
 
 /** One call on a sink. */
 export interface MetricOp {

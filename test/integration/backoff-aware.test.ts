@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 import { AckPolicy, jetstream, type JsMsg } from "@nats-io/jetstream";
 import { nanos } from "@nats-io/transport-node";
 import { CommitThenAck, ConsumerPolicyError, InMemoryMetrics, MetricNames, TemporarySinkError } from "../../src/index.js";
-import { MAX_DELIVER_EQUAL_SINCE, atLeast } from "../../src/server-version.js";
+import { MAX_DELIVER_EQUAL_SINCE, atLeast } from "../../src/policy/server-version.js";
 import { AckSpy } from "../helpers/ack-spy.js";
 import { consumerInfo, createFixture, fetchBatch, publish, uniqueName, type Fixture } from "../helpers/jetstream.js";
 import { useServer } from "../helpers/server-fixture.js";

@@ -40,8 +40,8 @@ import {
   type MetricsSink,
   type WorkContext,
 } from "../../src/index.js";
-import { openTelemetryMetrics } from "../../src/opentelemetry.js";
-import { prometheusMetrics } from "../../src/prometheus.js";
+import { openTelemetryMetrics } from "../../src/adapters/opentelemetry.js";
+import { prometheusMetrics } from "../../src/adapters/prometheus.js";
 import { ALL_EVENT_FIELDS, EventLog, expectShape } from "../helpers/diagnostics.js";
 import { eventually, fetchBatch, type Fixture } from "../helpers/jetstream.js";
 import { startServer, type NatsServer } from "../helpers/nats-server.js";

@@ -8,8 +8,8 @@ import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { MetricNames } from "../../src/index.js";
-import { METRIC_DEFINITIONS } from "../../src/metrics.js";
-import { OpenTelemetryMetricNames } from "../../src/opentelemetry-names.js";
+import { METRIC_DEFINITIONS } from "../../src/telemetry/metric-names.js";
+import { OpenTelemetryMetricNames } from "../../src/adapters/opentelemetry-names.js";
 
 const root = join(import.meta.dirname, "..", "..");
 const runbookPath = join(root, "docs", "runbook.md");

@@ -1,0 +1,195 @@
+/**
+ * `jetstream-inprogress/opentelemetry`: a {@link MetricsSink} backed by the OpenTelemetry
+ * metrics API (`@opentelemetry/api`, an optional peer dependency). Like any instrumented
+ * library it depends on the API only; the host application chooses and starts the SDK.
+ *
+ * @packageDocumentation
+ */
+import { ValueType, metrics } from "@opentelemetry/api";
+import type { Attributes, Meter, MetricOptions } from "@opentelemetry/api";
+import { version } from "../../package.json";
+import { readAdapterOptions, readPrefix } from "./adapter-options.js";
+import { DEFAULT_COUNT_BUCKETS, DEFAULT_SECONDS_BUCKETS } from "./metric-buckets.js";
+import { METRIC_DEFINITIONS, type MetricDefinition, type MetricName } from "../telemetry/metric-names.js";
+import { seriesKey, type MetricLabels, type MetricsSink } from "../telemetry/metrics-sink.js";
+import { OPEN_TELEMETRY_UNITS, OpenTelemetryMetricNames } from "./opentelemetry-names.js";
+
+export { OpenTelemetryMetricNames } from "./opentelemetry-names.js";
+
+/**
+ * Options of {@link openTelemetryMetrics}. Every field is optional; an unknown field is a
+ * `TypeError`, so a typo cannot silently change the instrument names.
+ *
+ * @example
+ * ```ts
+ * const options: OpenTelemetryMetricsOptions = { meter: provider.getMeter("jetstream-inprogress") };
+ * const metrics = openTelemetryMetrics(options);
+ * ```
+ */
+export interface OpenTelemetryMetricsOptions {
+  /**
+   * The meter that creates the instruments. Default: `metrics.getMeter("jetstream-inprogress",
+   * <package version>)` from the global meter provider, which must be registered (SDK
+   * started) before this sink is created: the API hands out no-op meters until then.
+   */
+  readonly meter?: Meter;
+  /**
+   * Prepended to every instrument name (`myapp.` gives `myapp.jetstream.messages.acked`).
+   * Empty, or a string that starts with a letter and contains only letters, digits, `_`,
+   * `.`, `-` and `/`; the longest resulting name must stay within 255 characters.
+   * Default: empty.
+   */
+  readonly prefix?: string;
+}
+
+const FN = "openTelemetryMetrics";
+const KNOWN_OPTIONS = ["meter", "prefix"] as const;
+const INSTRUMENT_PREFIX = /^[A-Za-z][A-Za-z0-9_.\-/]*$/;
+const MAX_INSTRUMENT_NAME = 255;
+
+interface Instrument {
+  readonly kind: MetricDefinition["kind"];
+  record(value: number, attributes: Attributes | undefined): void;
+}
+
+/**
+ * Creates a {@link MetricsSink} that records into OpenTelemetry instruments: a `Counter` for
+ * each counter, a synchronous `Gauge` for each gauge (the sink reports absolute values, and
+ * a gauge keeps the last one per attribute set) and a `Histogram` for each observation. Names
+ * and units follow {@link OpenTelemetryMetricNames}; durations are in seconds (unit `s`) with
+ * explicit bucket boundaries advised from a millisecond to a minute, which an SDK `View`
+ * can override. Labels become attributes.
+ *
+ * Should the meter lack `createGauge` (an SDK older than API 1.9), each gauge falls back to an
+ * `UpDownCounter` that adds the difference to the last value set for that attribute set.
+ *
+ * Recording never throws: unknown names, a name used with the wrong kind, non-finite values,
+ * counter increments that are not positive and negative observations are ignored.
+ *
+ * @param options - meter and name prefix; see {@link OpenTelemetryMetricsOptions}.
+ * @returns a sink to pass as the `metrics` option of `withInProgress` or `CommitThenAck`.
+ * @throws TypeError when an option is unknown or invalid (the message names the field, the value and the fix).
+ *
+ * @example
+ * ```ts
+ * import { MeterProvider } from "@opentelemetry/sdk-metrics";
+ * import { MetricNames } from "jetstream-inprogress";
+ * import { openTelemetryMetrics } from "jetstream-inprogress/opentelemetry";
+ *
+ * const provider = new MeterProvider({ readers: [reader] });
+ * const metrics = openTelemetryMetrics({ meter: provider.getMeter("jetstream-inprogress") });
+ * metrics.addCounter(MetricNames.MESSAGES_ACKED_TOTAL, 10); // jetstream.messages.acked += 10
+ * ```
+ */
+export function openTelemetryMetrics(options?: OpenTelemetryMetricsOptions): MetricsSink {
+  const opts = readAdapterOptions(FN, options, KNOWN_OPTIONS);
+  const meter = readMeter(opts["meter"]);
+  const prefix = readPrefix(
+    FN,
+    opts["prefix"],
+    INSTRUMENT_PREFIX,
+    "it must start with a letter and contain only letters, digits, _ . - /",
+    "myapp.",
+  );
+  const longest = Math.max(...Object.values(OpenTelemetryMetricNames).map((n) => n.length));
+  if (prefix.length + longest > MAX_INSTRUMENT_NAME) {
+    throw new TypeError(
+      `${FN}: prefix is ${prefix.length} characters long, so the longest instrument name would have ` +
+        `${prefix.length + longest}, above the limit of ${MAX_INSTRUMENT_NAME}; use a prefix of at most ${MAX_INSTRUMENT_NAME - longest} characters`,
+    );
+  }
+
+  const instruments = new Map<unknown, Instrument>();
+  for (const def of METRIC_DEFINITIONS) instruments.set(def.name, createInstrument(meter, def, prefix));
+
+  const record = (kind: MetricDefinition["kind"], name: MetricName, value: number, labels: MetricLabels | undefined): void => {
+    try {
+      const instrument = instruments.get(name);
+      if (instrument?.kind !== kind || typeof value !== "number" || !Number.isFinite(value)) return;
+      if (kind === "counter" && value <= 0) return;
+      if (kind === "observation" && value < 0) return;
+      instrument.record(value, toAttributes(labels));
+    } catch {
+      // A metrics sink never throws into the caller.
+    }
+  };
+
+  return Object.freeze({
+    addCounter(name: MetricName, value: number, labels?: MetricLabels): void {
+      record("counter", name, value, labels);
+    },
+    setGauge(name: MetricName, value: number, labels?: MetricLabels): void {
+      record("gauge", name, value, labels);
+    },
+    recordObservation(name: MetricName, value: number, labels?: MetricLabels): void {
+      record("observation", name, value, labels);
+    },
+  });
+}
+
+function readMeter(value: unknown): Meter {
+  if (value === undefined) return metrics.getMeter("jetstream-inprogress", version);
+  const m = value as Partial<Record<keyof Meter, unknown>> | null;
+  if (
+    m === null ||
+    typeof m !== "object" ||
+    typeof m.createCounter !== "function" ||
+    typeof m.createHistogram !== "function" ||
+    (typeof m.createGauge !== "function" && typeof m.createUpDownCounter !== "function")
+  ) {
+    throw new TypeError(
+      `${FN}: meter must be an OpenTelemetry Meter; pass meterProvider.getMeter("jetstream-inprogress"), or leave it out to use the global meter provider`,
+    );
+  }
+  return value as Meter;
+}
+
+function createInstrument(meter: Meter, def: MetricDefinition, prefix: string): Instrument {
+  const name = `${prefix}${OpenTelemetryMetricNames[def.name]}`;
+  const options: MetricOptions = {
+    description: def.help,
+    unit: OPEN_TELEMETRY_UNITS[def.name],
+    valueType: def.unit === "s" ? ValueType.DOUBLE : ValueType.INT,
+  };
+  switch (def.kind) {
+    case "counter": {
+      const counter = meter.createCounter(name, options);
+      return { kind: "counter", record: (v, a) => counter.add(v, a) };
+    }
+    case "observation": {
+      const boundaries = def.unit === "s" ? DEFAULT_SECONDS_BUCKETS : DEFAULT_COUNT_BUCKETS;
+      const histogram = meter.createHistogram(name, { ...options, advice: { explicitBucketBoundaries: [...boundaries] } });
+      return { kind: "observation", record: (v, a) => histogram.record(v, a) };
+    }
+    case "gauge": {
+      if (typeof meter.createGauge === "function") {
+        const gauge = meter.createGauge(name, options);
+        return { kind: "gauge", record: (v, a) => gauge.record(v, a) };
+      }
+      // An UpDownCounter sums what it is given: add the change since the last value set.
+      const counter = meter.createUpDownCounter(name, options);
+      const last = new Map<string, number>();
+      return {
+        kind: "gauge",
+        record: (v, a) => {
+          const key = seriesKey(name, a as MetricLabels | undefined);
+          const delta = v - (last.get(key) ?? 0);
+          if (delta !== 0) counter.add(delta, a);
+          last.set(key, v);
+        },
+      };
+    }
+  }
+}
+
+/** Copies string-valued labels into attributes (nothing else can become an attribute). */
+function toAttributes(labels: MetricLabels | undefined): Attributes | undefined {
+  if (labels === undefined || labels === null || typeof labels !== "object") return undefined;
+  let out: Attributes | undefined;
+  for (const key of Object.keys(labels)) {
+    const v: unknown = labels[key];
+    if (typeof v !== "string") continue;
+    (out ??= {})[key] = v;
+  }
+  return out;
+}

@@ -1,0 +1,168 @@
+/**
+ * withInProgress: run the host's work and, while it runs, tell JetStream the messages are
+ * still being worked on — bounded, stopped on every path, never an ack.
+ */
+import type { JsMsg } from "@nats-io/jetstream";
+import { InProgressPolicyError } from "../errors.js";
+import { DEFAULT_IN_PROGRESS_POLICY, type DisabledInProgressPolicy, type VerifiedInProgressPolicy } from "../policy/in-progress-policy.js";
+import { isVerifiedPolicy } from "../policy/verified-policies.js";
+import { nextBatchId } from "../telemetry/diagnostics.js";
+import { MetricsRecorder } from "../telemetry/metrics-recorder.js";
+import { epochMs } from "./received-at.js";
+import { sharedScheduler, type Scheduler } from "./scheduler.js";
+import { Supervision, type SupervisionOptions } from "./supervision.js";
+import type { HeartbeatConfirmation, WithInProgressOptions, WorkContext } from "./work-context.js";
+import { SupervisedContext, WorkRun } from "./work-run.js";
+
+/**
+ * Runs `work` and, while it runs, sends bounded InProgress (`+WPI`) heartbeats for `msgs`.
+ *
+ * - A disabled policy runs `work` with no heartbeat at all. An enabled policy must come from
+ *   {@link verifyInProgressPolicy}; anything else is refused before `work` starts.
+ * - The first beat comes `intervalMs` after delivery (brought forward by `receivedAt`), then
+ *   every `intervalMs`, at most `maxHeartbeats` rounds; one round sends `+WPI` for every message.
+ * - Beats stop before the returned promise settles, on every path; the work's result or error
+ *   passes through unchanged. Nothing here ever acknowledges, naks or terminates a message.
+ * - On abort `ctx.signal` aborts; if the work does not finish within `shutdownTimeoutMs`, the
+ *   promise rejects with the abort reason and the late result is discarded.
+ * - A failed beat is counted, never fatal to the work and never success; a closed connection
+ *   ends supervision.
+ *
+ * All batches share one unref'd timer per process.
+ *
+ * @param msgs - one message or a batch, as delivered by a durable consumer with explicit acks.
+ * @param work - the host's write; it receives a {@link WorkContext}.
+ * @param policy - a verified policy, or `{ enabled: false }`.
+ * @param options - see {@link WithInProgressOptions}.
+ * @returns what `work` returned.
+ * @throws {@link InProgressPolicyError} for an enabled policy that was not verified;
+ *   `TypeError` for malformed arguments; the abort reason after an abort and the shutdown bound.
+ *
+ * @example
+ * ```ts
+ * const policy = verifyInProgressPolicy({ enabled: true, intervalMs: 10_000 }, consumerTimingFromConfig(info));
+ * const batch = [];
+ * for await (const m of await consumer.fetch({ max_messages: 100, expires: 1_000 })) batch.push(m);
+ * await withInProgress(batch, (ctx) => db.insertMany(batch.map((m) => m.json()), { signal: ctx.signal }), policy, {
+ *   receivedAt: Date.now(),
+ * });
+ * for (const m of batch) m.ack(); // only after the write resolved
+ * ```
+ */
+export function withInProgress<T>(
+  msgs: JsMsg | readonly JsMsg[],
+  work: (ctx: WorkContext) => Promise<T> | T,
+  policy: VerifiedInProgressPolicy | DisabledInProgressPolicy,
+  options: WithInProgressOptions = {},
+): Promise<T> {
+  // superviseWork is async: every error, even an argument error, arrives as a rejection.
+  return superviseWork(msgs, work, policy, options, sharedScheduler());
+}
+
+/**
+ * {@link withInProgress} with an explicit scheduler (tests drive it with a fake clock) and,
+ * for `CommitThenAck`, the batch number its diagnostics events already use, so the heartbeat
+ * events and the settled event of one batch carry the same `batchId`.
+ *
+ * @internal
+ */
+export async function superviseWork<T>(
+  msgs: JsMsg | readonly JsMsg[],
+  work: (ctx: WorkContext) => Promise<T> | T,
+  policy: VerifiedInProgressPolicy | DisabledInProgressPolicy,
+  options: WithInProgressOptions,
+  scheduler: Scheduler,
+  batchId?: number,
+): Promise<T> {
+  if (typeof work !== "function") throw new TypeError(`work must be a function, got ${typeof work}`);
+  const list = toList(msgs);
+  const verified = readPolicy(policy);
+  const opts = readOptions(options);
+  const enabled = verified?.enabled === true && list.length > 0;
+  if (enabled) assertMessages(list);
+
+  const outer = opts.signal;
+  outer?.throwIfAborted();
+
+  const run = new WorkRun(verified?.shutdownTimeoutMs ?? DEFAULT_IN_PROGRESS_POLICY.shutdownTimeoutMs);
+  const supervision = enabled ? new Supervision(list, verified, opts, scheduler, MetricsRecorder.for(opts.metrics), run, batchId ?? nextBatchId()) : undefined;
+  run.supervision = supervision;
+  const ctx = new SupervisedContext(run, supervision);
+  const onOuterAbort = outer === undefined ? undefined : (): void => run.abort(outer.reason);
+  if (onOuterAbort !== undefined) outer?.addEventListener("abort", onOuterAbort, { once: true });
+
+  supervision?.start();
+  try {
+    // Without supervision and without a signal nothing can abort the work: no bound to race.
+    if (supervision === undefined && outer === undefined) return await work(ctx);
+    return await run.race(work, ctx);
+  } finally {
+    supervision?.finish();
+    run.close();
+    if (onOuterAbort !== undefined) outer?.removeEventListener("abort", onOuterAbort);
+  }
+}
+
+function readOptions(options: unknown): SupervisionOptions {
+  if (options === undefined || options === null) options = {};
+  if (typeof options !== "object") throw new TypeError(`options must be an object, got ${typeof options}`);
+  const o = options as WithInProgressOptions;
+  const signal = o.signal;
+  if (signal !== undefined && !(signal instanceof AbortSignal)) {
+    throw new TypeError("options.signal must be an AbortSignal (for example AbortSignal.timeout(ms) or controller.signal)");
+  }
+  const onLimit = o.onLimit ?? "continue";
+  if (onLimit !== "continue" && onLimit !== "abort") {
+    throw new TypeError(`options.onLimit must be "continue" or "abort", got ${JSON.stringify(onLimit)}`);
+  }
+  const receivedAt = o.receivedAt;
+  if (receivedAt !== undefined && typeof receivedAt !== "function") epochMs(receivedAt, "options.receivedAt");
+  let confirm: SupervisionOptions["confirm"];
+  if (o.confirm !== undefined) {
+    const c = o.confirm as Partial<HeartbeatConfirmation> | null;
+    if (!c || typeof c !== "object" || !c.connection || typeof c.connection.request !== "function") {
+      throw new TypeError("options.confirm.connection must be a NatsConnection (it sends each +WPI as a request)");
+    }
+    const t = c.timeoutMs;
+    if (t !== undefined && !(Number.isInteger(t) && t >= 1 && t <= 60_000)) {
+      throw new TypeError(`options.confirm.timeoutMs must be an integer in 1 ..= 60000, got ${String(t)}: use for example 2000`);
+    }
+    confirm = { connection: c.connection, timeoutMs: t };
+  }
+  const connection = o.connection;
+  if (connection !== undefined && (connection === null || typeof connection.isClosed !== "function")) {
+    throw new TypeError("options.connection must be a NatsConnection (its isClosed() ends supervision)");
+  }
+  const requireProgress = o.requireProgress ?? false;
+  if (typeof requireProgress !== "boolean") throw new TypeError("options.requireProgress must be a boolean");
+  return { signal, metrics: o.metrics, receivedAt, onLimit, confirm, connection, requireProgress };
+}
+
+function readPolicy(policy: unknown): VerifiedInProgressPolicy | undefined {
+  if (isVerifiedPolicy(policy)) return policy;
+  if (typeof policy === "object" && policy !== null && (policy as { enabled?: unknown }).enabled === false) return undefined;
+  throw new InProgressPolicyError([
+    {
+      code: "policy_not_verified",
+      field: "policy",
+      message:
+        "withInProgress needs a policy returned by verifyInProgressPolicy (or { enabled: false }): an unverified policy could beat against an unknown AckWait",
+    },
+  ]);
+}
+
+function toList(msgs: unknown): readonly JsMsg[] {
+  if (Array.isArray(msgs)) return msgs as readonly JsMsg[];
+  if (typeof msgs === "object" && msgs !== null) return [msgs as JsMsg];
+  throw new TypeError(`msgs must be a JsMsg or an array of them, got ${msgs === null ? "null" : typeof msgs}`);
+}
+
+function assertMessages(list: readonly unknown[]): void {
+  for (let i = 0; i < list.length; i++) {
+    const m = list[i];
+    if (typeof m !== "object" || m === null || typeof (m as JsMsg).working !== "function") {
+      throw new TypeError(`msgs[${i}] is not a JetStream message (it has no working() method)`);
+    }
+  }
+}
+

@@ -1,0 +1,103 @@
+/**
+ * What the host's work sees while it runs under supervision, and the options of
+ * `withInProgress`. Types only.
+ */
+import type { JsMsg } from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/transport-node";
+import type { MetricsSink } from "../telemetry/metrics-sink.js";
+
+/**
+ * The batch's redelivery deadline, as the library knows it: the last accepted heartbeat (or
+ * the delivery) plus the effective window, for the message closest to its deadline.
+ *
+ * @example
+ * ```ts
+ * await withInProgress(msgs, async (ctx) => {
+ *   if (ctx.lease && ctx.lease.remainingMs() < 2_000) return; // too close to commit safely
+ *   await sink.commit();
+ * }, policy);
+ * ```
+ */
+export interface Lease {
+  /** The earliest redelivery deadline of the batch, as epoch milliseconds (`Date.now()` scale). */
+  readonly deadline: number;
+  /** Milliseconds until the deadline; negative once it has passed. */
+  remainingMs(): number;
+  /** True once the deadline passed without an accepted heartbeat. */
+  readonly expired: boolean;
+}
+
+/**
+ * What `work` receives.
+ *
+ * @example
+ * ```ts
+ * await withInProgress(msgs, async (ctx) => {
+ *   for (const chunk of chunks) {
+ *     ctx.signal.throwIfAborted();
+ *     await sink.write(chunk, { signal: ctx.signal });
+ *     ctx.progress();
+ *   }
+ * }, policy, { requireProgress: true });
+ * ```
+ */
+export interface WorkContext {
+  /**
+   * Aborted when the host's `options.signal` aborts (with its reason), when the lease expires
+   * ({@link LeaseExpiredError}), or when `maxHeartbeats` is reached with `onLimit: "abort"`
+   * ({@link HeartbeatLimitError}).
+   */
+  readonly signal: AbortSignal;
+  /** Heartbeat rounds sent so far. */
+  readonly heartbeats: number;
+  /** The batch lease; `undefined` when heartbeats are disabled (no AckWait is known then). */
+  readonly lease: Lease | undefined;
+  /** Reports progress; with `requireProgress`, a beat is sent only if this was called since the previous one. */
+  progress(): void;
+}
+
+/**
+ * Server-confirmed heartbeats: each `+WPI` is a request the server answers, so success means
+ * "the server received it", and its latency is measured.
+ *
+ * @example
+ * ```ts
+ * await withInProgress(msgs, work, policy, { confirm: { connection: nc, timeoutMs: 2_000 } });
+ * ```
+ */
+export interface HeartbeatConfirmation {
+  /** The connection the messages arrived on (or any connection to the same account). */
+  readonly connection: Pick<NatsConnection, "request">;
+  /** Reply timeout per beat; default half the interval, at most 5000 ms. */
+  readonly timeoutMs?: number;
+}
+
+/**
+ * Options of {@link withInProgress}.
+ *
+ * @example
+ * ```ts
+ * const options: WithInProgressOptions = { signal: shutdown.signal, metrics, receivedAt: Date.now() };
+ * ```
+ */
+export interface WithInProgressOptions {
+  /** Cancels the work: `ctx.signal` aborts with the same reason and beats stop at once. */
+  readonly signal?: AbortSignal;
+  /** Where the heartbeat metrics go. */
+  readonly metrics?: MetricsSink;
+  /**
+   * When the messages were received (epoch ms or a Date), or a function giving it per message.
+   * JetStream counts the deadline from delivery, so time spent in a buffer brings the first
+   * beat forward. Default: now.
+   */
+  readonly receivedAt?: number | Date | ((msg: JsMsg, index: number) => number | Date | undefined);
+  /** What to do when `maxHeartbeats` is reached: let the work go on (default) or abort `ctx.signal`. */
+  readonly onLimit?: "continue" | "abort";
+  /** Opt-in server-confirmed heartbeats. Without it, success means "handed to the client". */
+  readonly confirm?: HeartbeatConfirmation;
+  /** The messages' connection, so a closed connection ends supervision at once. */
+  readonly connection?: Pick<NatsConnection, "isClosed">;
+  /** Send a beat only if the work called `ctx.progress()` since the previous one (stuck is not slow). */
+  readonly requireProgress?: boolean;
+}
+

@@ -1,0 +1,121 @@
+/**
+ * The abort state of one supervised call, and the context its work receives.
+ */
+import type { Lease, WorkContext } from "./work-context.js";
+
+/** What a call needs of its heartbeat supervision (implemented by `Supervision`). */
+export interface SupervisionHandle {
+  /** Heartbeat rounds sent so far. */
+  readonly beats: number;
+  /** The batch lease. */
+  readonly lease: Lease;
+  /** No more beats; the lease is still watched. */
+  stopBeating(): void;
+  /** The work reported progress. */
+  progress(): void;
+}
+
+/**
+ * The abort state of one call. `ctx.signal` costs microseconds to create in Node.js, so its
+ * controller exists only once the work reads the signal or the call is aborted; until then
+ * nothing can tell the difference.
+ */
+export class WorkRun {
+  supervision: SupervisionHandle | undefined;
+  readonly #shutdownTimeoutMs: number;
+  #controller: AbortController | undefined;
+  #aborted = false;
+  #shutdownTimer: ReturnType<typeof setTimeout> | undefined;
+  #abandon: ((reason: unknown) => void) | undefined;
+
+  constructor(shutdownTimeoutMs: number) {
+    this.#shutdownTimeoutMs = shutdownTimeoutMs;
+  }
+
+  get signal(): AbortSignal {
+    this.#controller ??= new AbortController();
+    return this.#controller.signal;
+  }
+
+  /** The abort reason, or `undefined` while not aborted (without creating the signal). */
+  get reason(): unknown {
+    return this.#aborted ? this.signal.reason : undefined;
+  }
+
+  /**
+   * Aborts once: beats stop and the shutdown bound starts first, then `ctx.signal` aborts with
+   * `reason` (its own listeners run after the library's, as they always did).
+   */
+  abort(reason: unknown): void {
+    if (this.#aborted) return;
+    this.#aborted = true;
+    this.supervision?.stopBeating();
+    const controller = (this.#controller ??= new AbortController());
+    this.#shutdownTimer = setTimeout(() => this.#abandon?.(controller.signal.reason), this.#shutdownTimeoutMs);
+    this.#shutdownTimer.unref?.();
+    controller.abort(reason);
+  }
+
+  /** Runs the work; settles with its outcome, or with the abort reason once the shutdown bound passed. */
+  race<T>(work: (ctx: WorkContext) => Promise<T> | T, ctx: WorkContext): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.#abandon = reject;
+      let result: Promise<T> | T;
+      try {
+        result = work(ctx);
+      } catch (err) {
+        reject(err);
+        return;
+      }
+      // Once abandoned, the work's late outcome lands on a settled promise: never unhandled.
+      Promise.resolve(result).then(resolve, reject);
+    });
+  }
+
+  close(): void {
+    if (this.#shutdownTimer !== undefined) clearTimeout(this.#shutdownTimer);
+  }
+}
+
+const noProgress = (): void => undefined;
+
+/** The {@link WorkContext} a call hands to its work. */
+export class SupervisedContext implements WorkContext {
+  readonly #run: WorkRun;
+  readonly #supervision: SupervisionHandle | undefined;
+  readonly progress: () => void;
+
+  constructor(run: WorkRun, supervision: SupervisionHandle | undefined) {
+    this.#run = run;
+    this.#supervision = supervision;
+    // An own function, so `const { progress } = ctx` keeps working.
+    this.progress = supervision === undefined ? noProgress : () => supervision.progress();
+  }
+
+  get signal(): AbortSignal {
+    return this.#run.signal;
+  }
+
+  get heartbeats(): number {
+    return this.#supervision?.beats ?? 0;
+  }
+
+  get lease(): Lease | undefined {
+    return this.#supervision?.lease;
+  }
+
+  static abortReason(ctx: WorkContext): unknown {
+    return #run in ctx ? ctx.#run.reason : ctx.signal.reason;
+  }
+}
+
+/**
+ * The abort reason of `ctx.signal` (`undefined` when not aborted), read without creating the
+ * signal of a context made by {@link withInProgress}.
+ *
+ * @internal
+ */
+export function abortReasonOf(ctx: WorkContext): unknown {
+  return SupervisedContext.abortReason(ctx);
+}
+

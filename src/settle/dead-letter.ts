@@ -1,0 +1,88 @@
+/**
+ * Dead-lettering a poison message: publish a copy through JetStream and wait for the stream
+ * to confirm it. The caller acknowledges the original only after that.
+ */
+import type { JsMsg } from "@nats-io/jetstream";
+import type { MsgHdrs } from "@nats-io/transport-node";
+import { deliveryInfo } from "../nats/message-access.js";
+
+/**
+ * Headers set on a dead-lettered copy. The payload is unchanged; the original headers are kept,
+ * except the `Nats-` ones the server interprets (message id, expectations, TTL).
+ *
+ * @example
+ * ```ts
+ * const seq = dlqMsg.headers?.get(DeadLetterHeaders.STREAM_SEQUENCE);
+ * ```
+ */
+export const DeadLetterHeaders = {
+  /** The stream the message came from. */
+  STREAM: "Dead-Letter-Stream",
+  /** The durable consumer that gave up on it. */
+  CONSUMER: "Dead-Letter-Consumer",
+  /** Its sequence in the source stream. */
+  STREAM_SEQUENCE: "Dead-Letter-Stream-Sequence",
+  /** The delivery count when it was dead-lettered. */
+  DELIVERY_COUNT: "Dead-Letter-Delivery-Count",
+  /** The original subject, so it can be replayed. */
+  SUBJECT: "Dead-Letter-Subject",
+  /** The class name of the error (never its message). */
+  ERROR: "Dead-Letter-Error",
+} as const;
+
+/**
+ * Where poison messages go: a JetStream client (its `publish` waits for the stream's ack) and a
+ * subject captured by a stream.
+ *
+ * @example
+ * ```ts
+ * const ack = new CommitThenAck({ deadLetter: { js: jetstream(nc), subject: "dlq.orders" } });
+ * ```
+ */
+export interface DeadLetterTarget {
+  /** A JetStream client; only `publish` is used. */
+  readonly js: {
+    /** Publishes and resolves with the stream's ack (`JetStreamClient.publish`). */
+    publish(
+      subject: string,
+      payload?: Uint8Array | string,
+      options?: { headers?: MsgHdrs; msgID?: string; timeout?: number },
+    ): Promise<unknown>;
+  };
+  /** The dead-letter subject (a stream must capture it). */
+  readonly subject: string;
+  /** Publish timeout; default the client's. */
+  readonly timeoutMs?: number;
+}
+
+/**
+ * Publishes `m` to the dead-letter subject with a message id of `<stream>:<sequence>`, so a
+ * retried dead-letter publish is deduplicated by the stream. Resolves once the stream
+ * confirmed it; rejects otherwise (the caller then leaves the original redeliverable).
+ */
+export async function publishDeadLetter(m: JsMsg, target: DeadLetterTarget, errorClass: string): Promise<void> {
+  // Loaded on first use, so the root entry does not need a NATS client to load.
+  const { headers } = await import("@nats-io/transport-node");
+  const info = deliveryInfo(m);
+  const h = headers();
+  const original = m.headers;
+  if (original) {
+    for (const [key, values] of original) {
+      if (/^nats-/i.test(key)) continue;
+      for (const v of values) h.append(key, v);
+    }
+  }
+  if (info) {
+    h.set(DeadLetterHeaders.STREAM, info.stream);
+    h.set(DeadLetterHeaders.CONSUMER, info.consumer);
+    h.set(DeadLetterHeaders.STREAM_SEQUENCE, String(info.streamSequence));
+    h.set(DeadLetterHeaders.DELIVERY_COUNT, String(info.deliveryCount));
+  }
+  h.set(DeadLetterHeaders.SUBJECT, m.subject);
+  h.set(DeadLetterHeaders.ERROR, errorClass);
+  await target.js.publish(target.subject, m.data, {
+    headers: h,
+    ...(info ? { msgID: `${info.stream}:${info.streamSequence}` } : {}),
+    ...(target.timeoutMs !== undefined ? { timeout: target.timeoutMs } : {}),
+  });
+}

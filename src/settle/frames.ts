@@ -1,0 +1,103 @@
+/**
+ * The final frames: ACK (optionally confirmed, with retries), NAK with a BackOff-correct
+ * delay, and Term with a reason only where the server understands one.
+ */
+import type { JsMsg } from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { AckNotConfirmedError } from "../errors.js";
+import { serverVersionOf } from "../nats/connection-state.js";
+import { deliveryCount, isSettled, replySubject } from "../nats/message-access.js";
+import { nakDelay, type NakDelay } from "../policy/nak-delay.js";
+import { TERM_REASON_SINCE, atLeast } from "../policy/server-version.js";
+
+/**
+ * Confirmed ACKs: wait for the server's reply, retry on timeout.
+ *
+ * @example
+ * ```ts
+ * const ack = new CommitThenAck({ connection: nc, confirmAck: { timeoutMs: 2_000, retries: 2 } });
+ * ```
+ */
+export interface ConfirmAckOptions {
+  /** Reply timeout per attempt; default 5000 ms. */
+  readonly timeoutMs?: number;
+  /** Attempts after the first; default 2. Retries publish `+ACK` requests on the reply subject. */
+  readonly retries?: number;
+}
+
+/** What settling one ACK achieved. */
+export interface AckOutcome {
+  /** The server confirmed the ACK (only with confirmed ACKs). */
+  readonly confirmed: boolean;
+  /** Set when a confirmed ACK got no reply after every attempt: it may or may not have landed. */
+  readonly error?: unknown;
+}
+
+const ACK = "+ACK";
+
+/** Sends `+ACK` for each message, fire-and-forget. */
+export function ackNow(m: JsMsg): AckOutcome {
+  m.ack();
+  return { confirmed: false };
+}
+
+/**
+ * Sends `+ACK` and waits for the server's reply. The first attempt goes through
+ * `ackAck()` (which marks the message acked in the client); later attempts publish the
+ * request on the reply subject themselves, because the client will not send a second one.
+ */
+export async function ackConfirmed(
+  m: JsMsg,
+  options: ConfirmAckOptions,
+  connection: Pick<NatsConnection, "request"> | undefined,
+): Promise<AckOutcome> {
+  const timeout = options.timeoutMs ?? 5000;
+  const retries = options.retries ?? 2;
+  if (isSettled(m)) return { confirmed: false };
+  let lastError: unknown;
+  try {
+    if (await m.ackAck({ timeout })) return { confirmed: true };
+    return { confirmed: false };
+  } catch (err) {
+    lastError = err;
+  }
+  let attempts = 1;
+  const reply = replySubject(m);
+  for (let attempt = 0; attempt < retries && reply !== undefined && connection !== undefined; attempt++) {
+    attempts += 1;
+    try {
+      await connection.request(reply, ACK, { timeout });
+      return { confirmed: true };
+    } catch (err) {
+      lastError = err;
+    }
+  }
+  return { confirmed: false, error: new AckNotConfirmedError(attempts, lastError) };
+}
+
+/**
+ * Sends `-NAK` with the delay that makes the server wait `requestedMs` (see
+ * {@link nakDelay}); returns what was sent and the wait the server will apply.
+ */
+export function nakWithDelay(m: JsMsg, requestedMs: number | undefined, backOffMs: readonly number[] | undefined): NakDelay {
+  const d = nakDelay(requestedMs ?? 0, deliveryCount(m), backOffMs);
+  if (d.sendMs > 0) m.nak(d.sendMs);
+  else m.nak();
+  return d;
+}
+
+/**
+ * Terminates a message. A reason is sent only to servers known to understand it (2.10.4
+ * and later): older servers ignore `+TERM <reason>` entirely and redeliver the message.
+ *
+ * @returns whether the reason was sent.
+ */
+export function termWithReason(m: JsMsg, reason: string, connection: unknown): boolean {
+  const version = serverVersionOf(connection) ?? serverVersionOf(m);
+  if (atLeast(version, TERM_REASON_SINCE) === true) {
+    m.term(reason);
+    return true;
+  }
+  m.term();
+  return false;
+}

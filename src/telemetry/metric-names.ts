@@ -1,0 +1,138 @@
+/**
+ * The metric contract: stable, low-cardinality names, and the kind, unit and help text of
+ * each, for adapters that register metrics up front.
+ */
+
+/**
+ * Every metric name the library emits. Names are stable; a host adds its own prefix in its
+ * adapter. No label is ever built from subjects, payloads, headers, message ids, stream
+ * sequences, credentials or error messages.
+ *
+ * @example
+ * ```ts
+ * const metrics = new InMemoryMetrics();
+ * // ... run work with { metrics } ...
+ * const beats = metrics.snapshot().counters[MetricNames.IN_PROGRESS_ATTEMPTS_TOTAL] ?? 0;
+ * ```
+ */
+export const MetricNames = {
+  /** Counter: heartbeats attempted while work was active (one per batch per beat). */
+  IN_PROGRESS_ATTEMPTS_TOTAL: "in_progress_attempts_total",
+  /** Counter: heartbeats accepted (handed to the client, or confirmed by the server) — not sink success. */
+  IN_PROGRESS_SUCCESSES_TOTAL: "in_progress_successes_total",
+  /** Counter: heartbeats that failed before the final decision. */
+  IN_PROGRESS_FAILURES_TOTAL: "in_progress_failures_total",
+  /** Counter: batches that hit `maxHeartbeats`. */
+  IN_PROGRESS_MAX_HEARTBEATS_REACHED_TOTAL: "in_progress_max_heartbeats_reached_total",
+  /** Gauge: batches currently under heartbeat supervision. */
+  CURRENT_IN_PROGRESS_BATCHES_ACTIVE: "current_in_progress_batches_active",
+  /** Observation (seconds): time spent sending one heartbeat round. */
+  IN_PROGRESS_HEARTBEAT_SECONDS: "in_progress_heartbeat_seconds",
+  /** Counter: batches whose lease ran out before the work finished. */
+  IN_PROGRESS_LEASE_EXPIRED_TOTAL: "in_progress_lease_expired_total",
+  /** Counter: beats withheld because the work reported no progress (`requireProgress`). */
+  IN_PROGRESS_BEATS_SKIPPED_TOTAL: "in_progress_beats_skipped_total",
+  /** Observation (seconds): how late a heartbeat tick fired against its schedule. */
+  IN_PROGRESS_TICK_LATENESS_SECONDS: "in_progress_tick_lateness_seconds",
+  /** Observation (count): heartbeats sent per supervised batch, recorded when it settles. */
+  IN_PROGRESS_HEARTBEATS_PER_BATCH: "in_progress_heartbeats_per_batch",
+  /** Counter: messages acknowledged after a durable write. */
+  MESSAGES_ACKED_TOTAL: "messages_acked_total",
+  /** Counter: messages negatively acknowledged for a later retry. */
+  MESSAGES_NACKED_TOTAL: "messages_nacked_total",
+  /** Counter: messages terminated (no dead-letter target). */
+  MESSAGES_TERMED_TOTAL: "messages_termed_total",
+  /** Counter: messages published to the dead-letter subject and then acknowledged. */
+  MESSAGES_DEAD_LETTERED_TOTAL: "messages_dead_lettered_total",
+  /** Counter: messages whose write failed (any class). */
+  MESSAGES_FAILED_TOTAL: "messages_failed_total",
+  /** Counter: messages left for redelivery without a frame (leave policy, cancellation, failed settle). */
+  MESSAGES_LEFT_TOTAL: "messages_left_total",
+  /** Counter: ack, nak, term or dead-letter operations that failed. */
+  SETTLE_FAILURES_TOTAL: "settle_failures_total",
+  /** Observation (seconds): duration of the host's write for one batch. */
+  BATCH_WRITE_SECONDS: "batch_write_seconds",
+  /** Observation (seconds): the redelivery delay a NAK really asks of the server. */
+  NAK_DELAY_SECONDS: "nak_delay_seconds",
+  /** Counter: failed fetches in the `run` loop (retried with backoff). */
+  FETCH_FAILURES_TOTAL: "fetch_failures_total",
+  /** Gauge: messages in the stream the consumer has not delivered yet (the lag). */
+  CONSUMER_PENDING_MESSAGES: "consumer_pending_messages",
+  /** Gauge: messages delivered and not yet acknowledged (in flight). */
+  CONSUMER_ACK_PENDING_MESSAGES: "consumer_ack_pending_messages",
+  /** Counter: redeliveries observed between consumer-info samples. */
+  CONSUMER_REDELIVERED_MESSAGES: "consumer_redelivered_messages",
+  /** Gauge (0/1): messages in flight while the ack floor has not moved for longer than AckWait. */
+  CONSUMER_STALLED: "consumer_stalled",
+  /** Gauge (0/1): the pending count keeps rising across the watch window. */
+  CONSUMER_BACKLOG_GROWING: "consumer_backlog_growing",
+  /** Counter: consumer-info polls that failed. */
+  CONSUMER_POLL_FAILURES_TOTAL: "consumer_poll_failures_total",
+} as const;
+
+/**
+ * One of the stable metric names.
+ *
+ * @example
+ * ```ts
+ * const name: MetricName = MetricNames.MESSAGES_ACKED_TOTAL;
+ * ```
+ */
+export type MetricName = (typeof MetricNames)[keyof typeof MetricNames];
+
+/**
+ * The kind, unit and meaning of each metric, for adapters that register metrics up front.
+ *
+ * @internal
+ */
+export interface MetricDefinition {
+  readonly name: MetricName;
+  readonly kind: "counter" | "gauge" | "observation";
+  readonly unit: "1" | "s";
+  readonly help: string;
+  /** Label names the library may set on this metric (only when the host asks for them). */
+  readonly labelNames: readonly string[];
+}
+
+const CONSUMER_LABELS = Object.freeze(["stream", "consumer"]);
+
+const DEFINITIONS: Record<MetricName, Omit<MetricDefinition, "name" | "labelNames"> & { labelNames?: readonly string[] }> = {
+  in_progress_attempts_total: { kind: "counter", unit: "1", help: "InProgress heartbeats attempted while work was active (one per batch per beat)" },
+  in_progress_successes_total: { kind: "counter", unit: "1", help: "InProgress heartbeats accepted (not sink success)" },
+  in_progress_failures_total: { kind: "counter", unit: "1", help: "InProgress heartbeats that failed before the final decision" },
+  in_progress_max_heartbeats_reached_total: { kind: "counter", unit: "1", help: "Batches that reached maxHeartbeats" },
+  current_in_progress_batches_active: { kind: "gauge", unit: "1", help: "Batches currently under heartbeat supervision" },
+  in_progress_heartbeat_seconds: { kind: "observation", unit: "s", help: "Time spent sending one heartbeat round" },
+  in_progress_lease_expired_total: { kind: "counter", unit: "1", help: "Batches whose redelivery deadline passed without an accepted heartbeat" },
+  in_progress_beats_skipped_total: { kind: "counter", unit: "1", help: "Heartbeats withheld because the work reported no progress" },
+  in_progress_tick_lateness_seconds: { kind: "observation", unit: "s", help: "How late a heartbeat tick fired against its schedule" },
+  in_progress_heartbeats_per_batch: { kind: "observation", unit: "1", help: "Heartbeats sent per supervised batch" },
+  messages_acked_total: { kind: "counter", unit: "1", help: "Messages acknowledged after a durable write" },
+  messages_nacked_total: { kind: "counter", unit: "1", help: "Messages negatively acknowledged for a later retry" },
+  messages_termed_total: { kind: "counter", unit: "1", help: "Messages terminated without a dead-letter target" },
+  messages_dead_lettered_total: { kind: "counter", unit: "1", help: "Messages published to the dead-letter subject, then acknowledged" },
+  messages_failed_total: { kind: "counter", unit: "1", help: "Messages whose write failed" },
+  messages_left_total: { kind: "counter", unit: "1", help: "Messages left for redelivery without an ack frame" },
+  settle_failures_total: { kind: "counter", unit: "1", help: "Ack, nak, term or dead-letter operations that failed" },
+  batch_write_seconds: { kind: "observation", unit: "s", help: "Duration of the host's write for one batch" },
+  nak_delay_seconds: { kind: "observation", unit: "s", help: "Redelivery delay a NAK asks of the server" },
+  fetch_failures_total: { kind: "counter", unit: "1", help: "Failed fetches in the run loop" },
+  consumer_pending_messages: { kind: "gauge", unit: "1", help: "Messages the consumer has not delivered yet (lag)", labelNames: CONSUMER_LABELS },
+  consumer_ack_pending_messages: { kind: "gauge", unit: "1", help: "Messages delivered and not yet acknowledged", labelNames: CONSUMER_LABELS },
+  consumer_redelivered_messages: { kind: "counter", unit: "1", help: "Redeliveries observed between consumer-info samples", labelNames: CONSUMER_LABELS },
+  consumer_stalled: { kind: "gauge", unit: "1", help: "1 while messages are in flight and the ack floor has not moved for longer than AckWait", labelNames: CONSUMER_LABELS },
+  consumer_backlog_growing: { kind: "gauge", unit: "1", help: "1 while the pending count keeps rising across the watch window", labelNames: CONSUMER_LABELS },
+  consumer_poll_failures_total: { kind: "counter", unit: "1", help: "Consumer-info polls that failed", labelNames: CONSUMER_LABELS },
+};
+
+/**
+ * Every metric with its kind, unit and help text, in a stable order.
+ *
+ * @internal
+ */
+export const METRIC_DEFINITIONS: readonly MetricDefinition[] = Object.freeze(
+  (Object.keys(DEFINITIONS) as MetricName[]).map((name) =>
+    Object.freeze({ name, ...DEFINITIONS[name], labelNames: DEFINITIONS[name].labelNames ?? [] }),
+  ),
+);
+

@@ -1,0 +1,83 @@
+/**
+ * The library's own handle on a sink: every call guarded, so a throwing, incomplete or async
+ * sink never reaches the heartbeat, the work or the caller.
+ */
+import type { MetricName } from "./metric-names.js";
+import type { MetricLabels, MetricsSink } from "./metrics-sink.js";
+
+/**
+ * The library's own handle on a sink: every call is guarded (a throwing or incomplete sink
+ * is ignored), and up/down gauges are tracked here so concurrent batches sharing one sink
+ * report one total.
+ *
+ * @internal
+ */
+export class MetricsRecorder {
+  static readonly #bySink = new WeakMap<object, MetricsRecorder>();
+  static readonly NONE = new MetricsRecorder(undefined);
+
+  readonly #sink: MetricsSink | undefined;
+  readonly #levels = new Map<string, number>();
+
+  private constructor(sink: MetricsSink | undefined) {
+    this.#sink = sink;
+  }
+
+  /** The recorder for `sink` (one per sink, so gauge levels are shared). */
+  static for(sink: MetricsSink | undefined): MetricsRecorder {
+    if (sink === undefined || sink === null || typeof sink !== "object") return MetricsRecorder.NONE;
+    let r = MetricsRecorder.#bySink.get(sink);
+    if (!r) {
+      r = new MetricsRecorder(sink);
+      MetricsRecorder.#bySink.set(sink, r);
+    }
+    return r;
+  }
+
+  get enabled(): boolean {
+    return this.#sink !== undefined;
+  }
+
+  count(name: MetricName, value = 1, labels?: MetricLabels): void {
+    if (this.#sink === undefined || !(value > 0)) return;
+    call(this.#sink, "addCounter", name, value, labels);
+  }
+
+  observe(name: MetricName, value: number, labels?: MetricLabels): void {
+    if (this.#sink === undefined || !Number.isFinite(value)) return;
+    call(this.#sink, "recordObservation", name, value, labels);
+  }
+
+  gauge(name: MetricName, value: number, labels?: MetricLabels): void {
+    if (this.#sink === undefined || !Number.isFinite(value)) return;
+    call(this.#sink, "setGauge", name, value, labels);
+  }
+
+  /** Moves an up/down gauge by `delta` and reports its new level. */
+  gaugeAdd(name: MetricName, delta: number): void {
+    if (this.#sink === undefined) return;
+    const level = (this.#levels.get(name) ?? 0) + delta;
+    this.#levels.set(name, level);
+    call(this.#sink, "setGauge", name, level, undefined);
+  }
+}
+
+function call(
+  sink: MetricsSink,
+  method: keyof MetricsSink,
+  name: MetricName,
+  value: number,
+  labels: MetricLabels | undefined,
+): void {
+  try {
+    const fn = (sink as unknown as Record<string, unknown>)[method];
+    if (typeof fn !== "function") return;
+    const result: unknown = labels === undefined ? fn.call(sink, name, value) : fn.call(sink, name, value, labels);
+    // An async sink must not leave an unhandled rejection behind.
+    if (result !== null && typeof result === "object" && typeof (result as PromiseLike<unknown>).then === "function") {
+      (result as Promise<unknown>).then(undefined, () => undefined);
+    }
+  } catch {
+    // A metrics sink must never break the heartbeat, the work or the caller.
+  }
+}

@@ -1,0 +1,50 @@
+/**
+ * The sink interface adapters implement, and the series key that names one labelled series.
+ */
+import type { MetricName } from "./metric-names.js";
+
+/**
+ * Labels of a metric series. The library only sets labels with a fixed, small set of values
+ * (and stream/consumer names only when the host asks for them).
+ *
+ * @example
+ * ```ts
+ * const labels: MetricLabels = { outcome: "acked" };
+ * ```
+ */
+export type MetricLabels = Readonly<Record<string, string>>;
+
+/**
+ * Where the library sends its metrics. Implement it to bridge any metrics system; the
+ * library never lets an exception from a sink reach the heartbeat, the work or the caller.
+ *
+ * @example
+ * ```ts
+ * const sink: MetricsSink = {
+ *   addCounter: (name, value) => statsd.increment(name, value),
+ *   setGauge: (name, value) => statsd.gauge(name, value),
+ *   recordObservation: (name, value) => statsd.histogram(name, value),
+ * };
+ * ```
+ */
+export interface MetricsSink {
+  /** Adds `value` (> 0) to a counter. */
+  addCounter(name: MetricName, value: number, labels?: MetricLabels): void;
+  /** Sets a gauge to `value`. */
+  setGauge(name: MetricName, value: number, labels?: MetricLabels): void;
+  /** Records one observation (durations in seconds). */
+  recordObservation(name: MetricName, value: number, labels?: MetricLabels): void;
+}
+
+/**
+ * The series key of a metric: its name, or `name{a="1",b="2"}` with labels sorted by name.
+ *
+ * @internal
+ */
+export function seriesKey(name: string, labels?: MetricLabels): string {
+  if (!labels) return name;
+  const keys = Object.keys(labels).sort();
+  if (keys.length === 0) return name;
+  return `${name}{${keys.map((k) => `${k}=${JSON.stringify(labels[k])}`).join(",")}}`;
+}
+
