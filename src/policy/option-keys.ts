@@ -1,0 +1,38 @@
+/**
+ * Options objects: unknown keys are refused at the call that receives them, with the nearest
+ * known key, so a typo can never switch a safety feature off.
+ */
+import { nearestKey } from "./nearest-key.js";
+import { truncate } from "./untrusted.js";
+
+/**
+ * Reads an options object (`undefined` or `null`: no options) and refuses every key not in
+ * `known`. Own enumerable keys only; a throwing getter or a revoked proxy is a `TypeError` too.
+ *
+ * @param where - how the caller names the object, for example `CommitThenAck options` or
+ *   `options.deadLetter`.
+ * @returns the object as a record (an empty one for no options).
+ * @throws TypeError naming the key, the nearest known one and every known key.
+ */
+export function readOptionKeys(where: string, options: unknown, known: readonly string[]): Record<string, unknown> {
+  if (options === undefined || options === null) return {};
+  let keys: string[];
+  try {
+    if (typeof options !== "object" || Array.isArray(options)) {
+      throw new TypeError(`${where} must be an object, got ${options === null ? "null" : Array.isArray(options) ? "an array" : typeof options}`);
+    }
+    keys = Object.keys(options);
+  } catch (err) {
+    if (err instanceof TypeError && err.message.startsWith(where)) throw err;
+    throw new TypeError(`${where} could not be read (a revoked proxy or a throwing getter): pass a plain object`, { cause: err });
+  }
+  for (const key of keys) {
+    if (known.includes(key)) continue;
+    const guess = nearestKey(key, known);
+    throw new TypeError(
+      `${where}: unknown option ${JSON.stringify(truncate(key))}${guess ? ` — did you mean "${guess}"?` : ""} ` +
+        `A misspelt option would silently keep its default; rename or remove it (known: ${known.join(", ")})`,
+    );
+  }
+  return options as Record<string, unknown>;
+}
