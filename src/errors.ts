@@ -1,7 +1,36 @@
 /**
  * The error classes of the library, and the types their fields use. The ground floor: this
  * file imports nothing of the library, so every stage can take its errors from here.
+ *
+ * Every class is recognised by `instanceof` across copies of the library in one process (the
+ * ESM and CommonJS builds side by side, two installed versions): its prototype carries a kind
+ * under a registered symbol, and the class's `Symbol.hasInstance` accepts an object of that
+ * kind. A host's own subclass keeps the ordinary `instanceof`.
  */
+
+const ERROR_KIND = Symbol.for("jetstream-inprogress.error-kind");
+
+/** The kind of a library error from any copy of the library, or `undefined`. */
+export function errorKind(value: unknown): string | undefined {
+  try {
+    if (typeof value !== "object" || value === null) return undefined;
+    const kind: unknown = (value as Record<symbol, unknown>)[ERROR_KIND];
+    return typeof kind === "string" ? kind : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function recognise(cls: abstract new (...args: never[]) => Error, kind: string): void {
+  Object.defineProperty(cls.prototype, ERROR_KIND, { value: kind });
+  Object.defineProperty(cls, Symbol.hasInstance, {
+    value(this: unknown, value: unknown): boolean {
+      if (typeof this === "function" && Function.prototype[Symbol.hasInstance].call(this, value)) return true;
+      // Only the class itself accepts copies; a host's subclass keeps the ordinary check.
+      return this === cls && errorKind(value) === kind;
+    },
+  });
+}
 
 /**
  * Stable violation codes; see the README's table.
@@ -91,6 +120,8 @@ export class InProgressPolicyError extends Error {
  * - `ack_wait_drift`: the AckWait the host configured differs from the server's.
  * - `max_deliver_backoff`: BackOff-aware mode, and MaxDeliver does not cover the BackOff steps
  *   under the connected server's rules.
+ * - `dead_letter_loop`: the source stream itself captures the dead-letter subject.
+ * - `dead_letter_uncaptured`: no stream captures the dead-letter subject.
  *
  * @example
  * ```ts
@@ -105,7 +136,9 @@ export type ConsumerPolicyReason =
   | "ack_policy_not_explicit"
   | "policy_violation"
   | "ack_wait_drift"
-  | "max_deliver_backoff";
+  | "max_deliver_backoff"
+  | "dead_letter_loop"
+  | "dead_letter_uncaptured";
 
 /**
  * A durable consumer could not be inspected, or is unsuitable for commit-then-ack with the
@@ -220,7 +253,8 @@ export class PermanentSinkError extends Error {
  * ```ts
  * await withInProgress(msgs, async (ctx) => {
  *   await sink.prepare(msgs);
- *   if (ctx.signal.reason instanceof LeaseExpiredError) return; // skip a duplicate commit
+ *   // Throw, never return: a write that resolves counts as committed and is acknowledged.
+ *   if (ctx.signal.reason instanceof LeaseExpiredError) throw ctx.signal.reason; // skip a duplicate commit
  *   await sink.commit();
  * }, policy);
  * ```
@@ -271,32 +305,65 @@ export class HeartbeatLimitError extends Error {
   }
 }
 
-/** A stand-in for the client's closed-connection error, which `working()` never raises. */
+/**
+ * The messages' connection is closed, so no frame could be sent: a heartbeat round failed for
+ * good, or a message was left unsettled (`MessageResult.settleError`). JetStream redelivers it
+ * after AckWait. The client's own `working()` and `ack()` raise nothing on a closed connection;
+ * the library asks the connection instead.
+ *
+ * @example
+ * ```ts
+ * const result = await ack.process(msgs, write);
+ * if (result.messages.some((r) => r.settleError instanceof ConnectionClosedError)) await reconnectAndRestart();
+ * ```
+ */
 export class ConnectionClosedError extends Error {
-  override readonly name = "ClosedConnectionError";
-  constructor() {
-    super("closed connection");
+  /** Always `"ConnectionClosedError"`. */
+  override readonly name = "ConnectionClosedError";
+
+  /** @param options - standard error options (`cause`). */
+  constructor(options?: ErrorOptions) {
+    super("closed connection: no frame can be sent", options);
   }
 }
 
 /**
- * The message's connection is open but disconnected: the client would drop the frame without
- * an error (each reconnect attempt empties its outbound buffer), so the beat is not sent and
- * counts as failed.
+ * The messages' connection is open but between connections: the client drops what is
+ * published then, without an error. A heartbeat round counts such a beat as failed (the lease
+ * is not extended); an ACK of a committed message is held until the reconnect, and carries this
+ * error in `MessageResult.settleError` only when the lease ran out first (expect a redelivery).
+ *
+ * @example
+ * ```ts
+ * const unsent = result.messages.filter((r) => r.settleError instanceof DisconnectedError).length;
+ * if (unsent > 0) log.warn(`${unsent} committed messages will be redelivered`);
+ * ```
  */
 export class DisconnectedError extends Error {
+  /** Always `"DisconnectedError"`. */
   override readonly name = "DisconnectedError";
-  constructor() {
-    super("disconnected: frames published before the client reconnects are dropped");
+
+  /** @param options - standard error options (`cause`). */
+  constructor(options?: ErrorOptions) {
+    super("disconnected: frames published before the client reconnects are dropped", options);
   }
 }
 
 /**
- * A confirmed ACK got no reply after every attempt. The client's own error is not kept: its
- * message names the ack reply subject, which carries the stream, the consumer and the
- * message's sequences. Only its class and a fixed phrase for the usual causes are.
+ * A confirmed ACK (`confirmAck`) got no reply after every attempt: it may or may not have
+ * landed. Found in `MessageResult.settleError`. The client's own error is not kept: its message
+ * names the ack reply subject, which carries the stream, the consumer and the message's
+ * sequences. Only its class and a fixed phrase for the usual causes are.
+ *
+ * @example
+ * ```ts
+ * for (const r of result.messages) {
+ *   if (r.settleError instanceof AckNotConfirmedError) log.warn({ attempts: r.settleError.attempts, kind: r.settleError.lastFailure });
+ * }
+ * ```
  */
 export class AckNotConfirmedError extends Error {
+  /** Always `"AckNotConfirmedError"`. */
   override readonly name = "AckNotConfirmedError";
   /** Requests sent (the first `ackAck` and every retry). */
   readonly attempts: number;
@@ -305,6 +372,10 @@ export class AckNotConfirmedError extends Error {
   /** The class name of the last failure (`TimeoutError`, `RequestError`, ...). */
   readonly lastErrorName: string;
 
+  /**
+   * @param attempts - requests sent.
+   * @param lastError - the last attempt's error (only its class name and kind are kept).
+   */
   constructor(attempts: number, lastError: unknown) {
     const kind = failureKind(lastError);
     const name = errorName(lastError);
@@ -325,6 +396,70 @@ function failureKind(err: unknown): AckNotConfirmedError["lastFailure"] {
 }
 
 /**
+ * Why a dead-letter copy was not confirmed (stable strings):
+ *
+ * - `publish_failed`: the publish failed or timed out (its error's class name is kept);
+ * - `not_confirmed`: the publish returned no stream acknowledgement with a `stream` and a `seq`
+ *   (for example a core connection passed where a JetStream client belongs);
+ * - `source_stream`: the stream that acknowledged the copy is the message's own stream, which
+ *   would consume it again — the target is then unusable for this instance;
+ * - `target_unusable`: the target was marked unusable by an earlier `source_stream`.
+ *
+ * @example
+ * ```ts
+ * const misconfigured: DeadLetterFailure[] = ["not_confirmed", "source_stream", "target_unusable"];
+ * ```
+ */
+export type DeadLetterFailure = "publish_failed" | "not_confirmed" | "source_stream" | "target_unusable";
+
+/**
+ * A dead-letter copy was not confirmed by a stream, so the original was not acknowledged: it
+ * stays redeliverable, or, on its last allowed delivery, is reported as exhausted. Found in
+ * `MessageResult.settleError`.
+ *
+ * @example
+ * ```ts
+ * for (const r of result.messages) {
+ *   if (r.settleError instanceof DeadLetterError && r.settleError.reason !== "publish_failed") {
+ *     alert("the dead-letter target is misconfigured");
+ *   }
+ * }
+ * ```
+ */
+export class DeadLetterError extends Error {
+  /** Always `"DeadLetterError"`. */
+  override readonly name = "DeadLetterError";
+  /** The stable reason code. */
+  readonly reason: DeadLetterFailure;
+  /**
+   * For `publish_failed`: the class name of the publish's error (`TimeoutError`,
+   * `NoRespondersError`, …). The error itself is not kept: its message may name the subject.
+   */
+  readonly publishErrorName: string | undefined;
+
+  /**
+   * @param reason - why the copy was not confirmed.
+   * @param publishError - the publish's own error, for `publish_failed` (only its class name is kept).
+   * @param options - standard error options (`cause`).
+   */
+  constructor(reason: DeadLetterFailure, publishError?: unknown, options?: ErrorOptions) {
+    const errorClass = publishError === undefined ? undefined : errorName(publishError);
+    super(errorClass === undefined ? DEAD_LETTER_MESSAGES[reason] : `${DEAD_LETTER_MESSAGES[reason]} (${errorClass})`, options);
+    this.reason = reason;
+    this.publishErrorName = errorClass;
+  }
+}
+
+const DEAD_LETTER_MESSAGES: Readonly<Record<DeadLetterFailure, string>> = {
+  publish_failed: "the dead-letter publish failed: the original stays redeliverable",
+  not_confirmed:
+    "the dead-letter publish returned no stream acknowledgement (stream and seq): pass a JetStream client (jetstream(nc)), not a core connection, and make sure a stream captures the subject",
+  source_stream:
+    "the dead-letter copy was stored by the message's own stream, which would consume it again: use a subject that another stream captures",
+  target_unusable: "the dead-letter target was found to loop back into the source stream earlier: fix the subject and restart",
+};
+
+/**
  * An error's class name for events and metrics — never its message, which may carry
  * subjects or payload fragments.
  *
@@ -333,4 +468,19 @@ function failureKind(err: unknown): AckNotConfirmedError["lastFailure"] {
 export function errorName(err: unknown): string {
   if (err instanceof Error) return /^[A-Za-z0-9_$.]{1,64}$/.test(err.name) ? err.name : "Error";
   return err === null ? "null" : typeof err;
+}
+
+for (const [cls, kind] of [
+  [InProgressPolicyError, "InProgressPolicyError"],
+  [ConsumerPolicyError, "ConsumerPolicyError"],
+  [TemporarySinkError, "TemporarySinkError"],
+  [PermanentSinkError, "PermanentSinkError"],
+  [LeaseExpiredError, "LeaseExpiredError"],
+  [HeartbeatLimitError, "HeartbeatLimitError"],
+  [ConnectionClosedError, "ConnectionClosedError"],
+  [DisconnectedError, "DisconnectedError"],
+  [AckNotConfirmedError, "AckNotConfirmedError"],
+  [DeadLetterError, "DeadLetterError"],
+] as const) {
+  recognise(cls, kind);
 }

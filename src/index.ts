@@ -21,14 +21,18 @@ export type {
 
 // Errors.
 export {
+  AckNotConfirmedError,
+  ConnectionClosedError,
   ConsumerPolicyError,
+  DeadLetterError,
+  DisconnectedError,
   HeartbeatLimitError,
   InProgressPolicyError,
   LeaseExpiredError,
   PermanentSinkError,
   TemporarySinkError,
 } from "./errors.js";
-export type { ConsumerPolicyReason, PolicyViolation, ViolationCode } from "./errors.js";
+export type { ConsumerPolicyReason, DeadLetterFailure, PolicyViolation, ViolationCode } from "./errors.js";
 
 // Telemetry.
 export { InMemoryMetrics } from "./telemetry/in-memory-metrics.js";
@@ -39,7 +43,7 @@ export type { MetricLabels, MetricsSink } from "./telemetry/metrics-sink.js";
 export { DiagnosticsChannels } from "./telemetry/diagnostics.js";
 export type { BatchEventBase } from "./telemetry/diagnostics.js";
 export type { HeartbeatFailedEvent, HeartbeatLimitEvent, HeartbeatSentEvent, LeaseExpiredEvent } from "./lease/lease-events.js";
-export type { BatchSettledEvent } from "./settle/settle-events.js";
+export type { BatchSettledEvent, MessageExhaustedEvent } from "./settle/settle-events.js";
 
 // Heartbeat supervision.
 export { withInProgress } from "./lease/with-in-progress.js";
@@ -62,6 +66,7 @@ export type { DeadLetterTarget } from "./settle/dead-letter.js";
 // Consuming.
 export { CommitThenAck } from "./consume/commit-then-ack.js";
 export type { CommitThenAckOptions, ForConsumerOptions, ProcessOptions } from "./consume/commit-then-ack-options.js";
+export type { ConsumerBinding } from "./consume/consumer-binding.js";
 export type { RunOptions } from "./consume/run-loop.js";
 
 // Consumer health.

@@ -49,6 +49,12 @@ export const OpenTelemetryMetricNames = Object.freeze({
   messages_failed_total: "jetstream.messages.failed",
   /** Counter, unit `{message}`. */
   messages_left_total: "jetstream.messages.left",
+  /** Counter, unit `{message}`. */
+  messages_exhausted_total: "jetstream.messages.exhausted",
+  /** Counter, unit `{ack}`. */
+  acks_held_total: "jetstream.acks.held",
+  /** Counter, unit `{ack}`. */
+  acks_unsent_total: "jetstream.acks.unsent",
   /** Counter, unit `{operation}`. */
   settle_failures_total: "jetstream.settle.failures",
   /** Histogram, unit `s`. */
@@ -94,6 +100,9 @@ export const OPEN_TELEMETRY_UNITS: Readonly<Record<MetricName, string>> = Object
   messages_dead_lettered_total: "{message}",
   messages_failed_total: "{message}",
   messages_left_total: "{message}",
+  messages_exhausted_total: "{message}",
+  acks_held_total: "{ack}",
+  acks_unsent_total: "{ack}",
   settle_failures_total: "{operation}",
   batch_write_seconds: "s",
   nak_delay_seconds: "s",

@@ -4,6 +4,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { WithInProgressOptions } from "../lease/work-context.js";
 import type { BackOffMode, ConsumerTiming, DisabledInProgressPolicy, InProgressPolicy, VerifiedInProgressPolicy } from "../policy/in-progress-policy.js";
+import { readOptionKeys } from "../policy/option-keys.js";
 import { isVerifiedPolicy } from "../policy/verified-policies.js";
 import type { TemporaryFailureAction } from "../settle/batch-result.js";
 import type { DeadLetterTarget } from "../settle/dead-letter.js";
@@ -27,17 +28,32 @@ export interface CommitThenAckOptions {
   readonly inProgress?: VerifiedInProgressPolicy | DisabledInProgressPolicy;
   /** Where metrics go. */
   readonly metrics?: MetricsSink;
-  /** Temporary failures: `{ action: "nak", delayMs }` (default, bare NAK) or `{ action: "leave" }`. */
+  /**
+   * Temporary failures while deliveries are left: `{ action: "nak" }` (default: a delay that
+   * grows with the delivery count), `{ action: "nak", delayMs }` (a fixed delay; `0` is a bare
+   * NAK) or `{ action: "leave" }`. See {@link TemporaryFailureAction}.
+   */
   readonly onTemporaryFailure?: TemporaryFailureAction;
-  /** Dead-letter target for permanent failures; without it they are terminated. */
+  /**
+   * Where failures go that cannot be retried: permanent ones, and temporary ones on their last
+   * allowed delivery. Without it permanent failures are terminated and temporary ones on their
+   * last delivery are reported as exhausted.
+   */
   readonly deadLetter?: DeadLetterTarget;
+  /**
+   * The consumer's MaxDeliver (`-1` or `0`: unlimited), so the last allowed delivery is known;
+   * `forConsumer` reads it from the server. Default: unknown (every failure is treated as
+   * having deliveries left).
+   */
+  readonly maxDeliver?: number;
   /** Cancels everything this instance runs (shutdown). */
   readonly signal?: AbortSignal;
-  /** Opt-in confirmed ACKs (waits for the server, retries on timeout; retries need `connection`). */
+  /** Opt-in confirmed ACKs (waits for the server, retries on timeout). */
   readonly confirmAck?: ConfirmAckOptions;
   /**
    * The connection the messages arrive on. Used to read the server version (Term reasons on
    * 2.10.4+), to send ACK retries and confirmed heartbeats, and to notice a closed connection.
+   * Without it, each message's own connection is used.
    */
   readonly connection?: Pick<NatsConnection, "request" | "isClosed" | "info">;
   /** Heartbeat fine-tuning passed to `withInProgress`. */
@@ -57,9 +73,13 @@ export interface CommitThenAckOptions {
  * const options: ForConsumerOptions = { inProgress: { enabled: true, intervalMs: 10_000 }, ackWaitMs: 30_000 };
  * ```
  */
-export interface ForConsumerOptions extends Omit<CommitThenAckOptions, "inProgress" | "timing"> {
-  /** The policy to verify against the consumer's effective AckWait and BackOff; default disabled. */
-  readonly inProgress?: Partial<InProgressPolicy>;
+export interface ForConsumerOptions extends Omit<CommitThenAckOptions, "inProgress" | "timing" | "maxDeliver"> {
+  /**
+   * The policy to verify against the consumer's effective AckWait and BackOff (plain fields, or
+   * a policy verified earlier, whose fields are checked again against this consumer); default
+   * disabled.
+   */
+  readonly inProgress?: Partial<InProgressPolicy> | VerifiedInProgressPolicy;
   /** The AckWait the host expects; a different server value fails closed (drift). */
   readonly ackWaitMs?: number;
 }
@@ -79,58 +99,107 @@ export interface ProcessOptions {
   readonly receivedAt?: WithInProgressOptions["receivedAt"];
 }
 
+/** The keys each options object knows; anything else is refused. */
+export const COMMIT_THEN_ACK_KEYS = [
+  "inProgress", "metrics", "onTemporaryFailure", "deadLetter", "maxDeliver", "signal", "confirmAck",
+  "connection", "heartbeat", "timing", "backOff",
+] as const;
+export const FOR_CONSUMER_KEYS = [
+  ...COMMIT_THEN_ACK_KEYS.filter((k) => k !== "timing" && k !== "maxDeliver"),
+  "ackWaitMs",
+] as const;
+const PROCESS_KEYS = ["signal", "receivedAt"] as const;
+
 /** Checks the options of a `CommitThenAck`; throws a `TypeError` naming the option and the fix. */
 export function validateOptions(options: unknown): CommitThenAckOptions {
-  if (options === null || typeof options !== "object") throw new TypeError("options must be an object");
-  const o = options as CommitThenAckOptions;
+  const o = readOptionKeys("CommitThenAck options", options, COMMIT_THEN_ACK_KEYS) as CommitThenAckOptions;
   const ip = o.inProgress as unknown;
   if (ip !== undefined && !isVerifiedPolicy(ip) && !(typeof ip === "object" && ip !== null && (ip as { enabled?: unknown }).enabled === false)) {
     throw new TypeError(
       "options.inProgress must come from verifyInProgressPolicy (or be { enabled: false }); CommitThenAck.forConsumer verifies it against the consumer for you",
     );
   }
-  const t = o.onTemporaryFailure as unknown;
-  if (t !== undefined) {
-    const a = t as { action?: unknown; delayMs?: unknown };
-    if (!a || typeof a !== "object" || (a.action !== "nak" && a.action !== "leave")) {
-      throw new TypeError(`options.onTemporaryFailure.action must be "nak" or "leave", got ${JSON.stringify(a?.action)}`);
+  if (o.onTemporaryFailure !== undefined) {
+    const a = readOptionKeys("options.onTemporaryFailure", o.onTemporaryFailure, ["action", "delayMs"]) as { action?: unknown; delayMs?: unknown };
+    if (a.action !== "nak" && a.action !== "leave") {
+      throw new TypeError(`options.onTemporaryFailure.action must be "nak" or "leave", got ${JSON.stringify(a.action)}`);
     }
-    if (a.action === "nak" && a.delayMs !== undefined && !(Number.isInteger(a.delayMs) && (a.delayMs as number) >= 0 && (a.delayMs as number) <= 86_400_000)) {
-      throw new TypeError(`options.onTemporaryFailure.delayMs must be an integer in 0 ..= 86400000 (a day), got ${String(a.delayMs)}`);
+    if (a.action === "leave" && a.delayMs !== undefined) {
+      throw new TypeError('options.onTemporaryFailure.delayMs only applies to { action: "nak" }: remove it, or use action "nak"');
+    }
+    if (a.delayMs !== undefined && !isIntegerIn(a.delayMs, 0, 86_400_000)) {
+      throw new TypeError(`options.onTemporaryFailure.delayMs must be an integer in 0 ..= 86400000 (a day), got ${String(a.delayMs)}: leave it out for a delay that grows with the delivery count`);
     }
   }
-  const dl = o.deadLetter as unknown;
-  if (dl !== undefined) {
-    const d = dl as { js?: { publish?: unknown }; subject?: unknown };
-    if (!d || typeof d !== "object" || !d.js || typeof d.js.publish !== "function") {
-      throw new TypeError("options.deadLetter.js must be a JetStream client (jetstream(nc)): its publish waits for the stream's ack");
-    }
-    if (typeof d.subject !== "string" || d.subject === "" || /[\s*>]/.test(d.subject)) {
-      throw new TypeError(`options.deadLetter.subject must be a literal subject (no spaces or wildcards), got ${JSON.stringify(d.subject)}`);
-    }
+  if (o.deadLetter !== undefined) validateDeadLetter(o.deadLetter);
+  if (o.maxDeliver !== undefined && !isIntegerIn(o.maxDeliver, -1, Number.MAX_SAFE_INTEGER)) {
+    throw new TypeError(`options.maxDeliver must be the consumer's max_deliver (an integer, -1 for unlimited), got ${String(o.maxDeliver)}`);
   }
   if (o.signal !== undefined && !(o.signal instanceof AbortSignal)) throw new TypeError("options.signal must be an AbortSignal");
-  const ca = o.confirmAck as unknown;
-  if (ca !== undefined) {
-    const c = ca as { timeoutMs?: unknown; retries?: unknown };
-    if (!c || typeof c !== "object") throw new TypeError("options.confirmAck must be an object { timeoutMs?, retries? }");
-    if (c.timeoutMs !== undefined && !(Number.isInteger(c.timeoutMs) && (c.timeoutMs as number) >= 1 && (c.timeoutMs as number) <= 60_000)) {
+  if (o.confirmAck !== undefined) {
+    const c = readOptionKeys("options.confirmAck", o.confirmAck, ["timeoutMs", "retries"]) as { timeoutMs?: unknown; retries?: unknown };
+    if (c.timeoutMs !== undefined && !isIntegerIn(c.timeoutMs, 1, 60_000)) {
       throw new TypeError(`options.confirmAck.timeoutMs must be an integer in 1 ..= 60000, got ${String(c.timeoutMs)}`);
     }
-    if (c.retries !== undefined && !(Number.isInteger(c.retries) && (c.retries as number) >= 0 && (c.retries as number) <= 10)) {
+    if (c.retries !== undefined && !isIntegerIn(c.retries, 0, 10)) {
       throw new TypeError(`options.confirmAck.retries must be an integer in 0 ..= 10, got ${String(c.retries)}`);
-    }
-    if ((c.retries ?? 2) !== 0 && (!o.connection || typeof o.connection.request !== "function")) {
-      throw new TypeError("options.confirmAck retries publish +ACK requests themselves and need options.connection (the NatsConnection); set retries: 0 to go without");
     }
   }
   const conn = o.connection as unknown;
   if (conn !== undefined && (conn === null || typeof conn !== "object" || typeof (conn as { isClosed?: unknown }).isClosed !== "function")) {
     throw new TypeError("options.connection must be the NatsConnection the messages arrive on (nc from connect())");
   }
+  if (o.heartbeat !== undefined) validateHeartbeat(o.heartbeat);
   if (o.backOff !== undefined && o.backOff !== "reject" && o.backOff !== "aware") {
     throw new TypeError(`options.backOff must be "reject" or "aware", got ${JSON.stringify(o.backOff)}`);
   }
   return o;
 }
 
+/** Checks the per-call options of `process`. */
+export function validateProcessOptions(options: unknown): ProcessOptions {
+  const o = readOptionKeys("process options", options, PROCESS_KEYS) as ProcessOptions;
+  if (o.signal !== undefined && !(o.signal instanceof AbortSignal)) throw new TypeError("process options.signal must be an AbortSignal");
+  return o;
+}
+
+function validateDeadLetter(value: unknown): void {
+  const d = readOptionKeys("options.deadLetter", value, ["js", "subject", "timeoutMs"]) as { js?: unknown; subject?: unknown; timeoutMs?: unknown };
+  const js = d.js as { publish?: unknown; subscribe?: unknown; flush?: unknown } | null | undefined;
+  if (!js || typeof js !== "object" || typeof js.publish !== "function") {
+    throw new TypeError("options.deadLetter.js must be a JetStream client (jetstream(nc)): its publish waits for the stream's ack");
+  }
+  // A core connection also has publish, but it returns nothing: no copy would be confirmed.
+  if (typeof js.subscribe === "function" && typeof js.flush === "function") {
+    throw new TypeError("options.deadLetter.js is a core NatsConnection: pass jetstream(nc), whose publish waits for the stream to store the copy");
+  }
+  if (typeof d.subject !== "string" || d.subject === "" || /[\s*>]/.test(d.subject)) {
+    throw new TypeError(`options.deadLetter.subject must be a literal subject (no spaces or wildcards), got ${JSON.stringify(d.subject)}`);
+  }
+  if (d.timeoutMs !== undefined && !isIntegerIn(d.timeoutMs, 1, 60_000)) {
+    throw new TypeError(`options.deadLetter.timeoutMs must be an integer in 1 ..= 60000, got ${String(d.timeoutMs)}`);
+  }
+}
+
+function validateHeartbeat(value: unknown): void {
+  const h = readOptionKeys("options.heartbeat", value, ["onLimit", "confirm", "requireProgress"]) as Record<string, unknown>;
+  if (h["onLimit"] !== undefined && h["onLimit"] !== "continue" && h["onLimit"] !== "abort") {
+    throw new TypeError(`options.heartbeat.onLimit must be "continue" or "abort", got ${JSON.stringify(h["onLimit"])}`);
+  }
+  if (h["requireProgress"] !== undefined && typeof h["requireProgress"] !== "boolean") {
+    throw new TypeError("options.heartbeat.requireProgress must be a boolean");
+  }
+  if (h["confirm"] !== undefined) {
+    const c = readOptionKeys("options.heartbeat.confirm", h["confirm"], ["connection", "timeoutMs"]) as { connection?: { request?: unknown }; timeoutMs?: unknown };
+    if (!c.connection || typeof c.connection.request !== "function") {
+      throw new TypeError("options.heartbeat.confirm.connection must be a NatsConnection (it sends each +WPI as a request)");
+    }
+    if (c.timeoutMs !== undefined && !isIntegerIn(c.timeoutMs, 1, 60_000)) {
+      throw new TypeError(`options.heartbeat.confirm.timeoutMs must be an integer in 1 ..= 60000, got ${String(c.timeoutMs)}`);
+    }
+  }
+}
+
+function isIntegerIn(value: unknown, min: number, max: number): value is number {
+  return typeof value === "number" && Number.isInteger(value) && value >= min && value <= max;
+}

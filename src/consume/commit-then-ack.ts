@@ -11,18 +11,29 @@ import type { WorkContext } from "../lease/work-context.js";
 import { abortReasonOf } from "../lease/work-run.js";
 import { superviseWork } from "../lease/with-in-progress.js";
 import { serverVersionOf } from "../nats/connection-state.js";
-import type { DisabledInProgressPolicy, VerifiedInProgressPolicy } from "../policy/in-progress-policy.js";
+import { DEFAULT_IN_PROGRESS_POLICY, type DisabledInProgressPolicy, type VerifiedInProgressPolicy } from "../policy/in-progress-policy.js";
+import { readOptionKeys } from "../policy/option-keys.js";
 import { isVerifiedPolicy } from "../policy/verified-policies.js";
 import type { BatchResult, BatchWrite } from "../settle/batch-result.js";
 import { settleBatch } from "../settle/settle-batch.js";
+import { ShutdownBudget } from "../settle/settle-budget.js";
 import { Settler } from "../settle/settler.js";
 import { emptyResult } from "../settle/summarize.js";
 import { nextBatchId } from "../telemetry/diagnostics.js";
 import { MetricNames } from "../telemetry/metric-names.js";
 import { MetricsRecorder } from "../telemetry/metrics-recorder.js";
-import { validateOptions, type CommitThenAckOptions, type ForConsumerOptions, type ProcessOptions } from "./commit-then-ack-options.js";
+import {
+  FOR_CONSUMER_KEYS,
+  validateOptions,
+  validateProcessOptions,
+  type CommitThenAckOptions,
+  type ForConsumerOptions,
+  type ProcessOptions,
+} from "./commit-then-ack-options.js";
+import { readBinding, type ConsumerBinding } from "./consumer-binding.js";
+import { checkDeadLetterSubject } from "./dead-letter-check.js";
 import { inspectConsumer } from "./inspect.js";
-import { runLoop, type RunOptions } from "./run-loop.js";
+import { runLoop, validateRunOptions, type RunOptions } from "./run-loop.js";
 
 /**
  * Commit-then-ack for a JetStream consumer: runs the host's write under bounded InProgress
@@ -49,9 +60,10 @@ export class CommitThenAck {
   readonly #policy: VerifiedInProgressPolicy | DisabledInProgressPolicy;
   readonly #metrics: MetricsRecorder;
   readonly #settler: Settler;
+  #binding: ConsumerBinding | undefined;
 
   /**
-   * @param options - see {@link CommitThenAckOptions}; validated at once.
+   * @param options - see {@link CommitThenAckOptions}; validated at once, unknown keys refused.
    * @throws `TypeError` naming the option, the value and the fix.
    */
   constructor(options: CommitThenAckOptions = {}) {
@@ -68,6 +80,10 @@ export class CommitThenAck {
       onTemporaryFailure: this.#options.onTemporaryFailure ?? { action: "nak" },
       deadLetter: this.#options.deadLetter,
       nakBackOff,
+      maxDeliver: this.#options.maxDeliver ?? timing?.maxDeliver,
+      ackWaitMs: timing?.ackWaitMs,
+      metrics: this.#metrics,
+      random: Math.random,
     });
   }
 
@@ -103,21 +119,34 @@ export class CommitThenAck {
   ): Promise<CommitThenAck> {
     if (typeof stream !== "string" || stream === "") throw new TypeError("stream must be a non-empty stream name");
     if (typeof consumer !== "string" || consumer === "") throw new TypeError("consumer must be a non-empty durable consumer name");
-    const { inProgress, ackWaitMs, ...rest } = options;
-    const connection = rest.connection ?? managerConnection(jsm);
-    const serverVersion = serverVersionOf(connection);
+    const { inProgress, ackWaitMs, ...rest } = readOptionKeys("forConsumer options", options, FOR_CONSUMER_KEYS) as ForConsumerOptions;
+    // Every option is checked before the first request: a typo fails at once, not after I/O.
+    validateOptions(rest);
+    if (ackWaitMs !== undefined && !(typeof ackWaitMs === "number" && Number.isFinite(ackWaitMs) && ackWaitMs > 0)) {
+      throw new TypeError(`options.ackWaitMs must be the AckWait the host expects, in milliseconds above 0, got ${String(ackWaitMs)}`);
+    }
+    // The manager's connection tells the server version; it is not taken as the messages'
+    // connection, which may be another one (a setup connection closed later).
+    const serverVersion = serverVersionOf(rest.connection) ?? serverVersionOf((jsm as { nc?: unknown } | null)?.nc);
     const inspection = await inspectConsumer(jsm, stream, consumer, {
       ...(inProgress !== undefined ? { inProgress } : {}),
       ...(rest.backOff !== undefined ? { backOff: rest.backOff } : {}),
       ...(ackWaitMs !== undefined ? { ackWaitMs } : {}),
       ...(serverVersion !== undefined ? { serverVersion } : {}),
     });
-    return new CommitThenAck({
-      ...rest,
-      ...(connection !== undefined ? { connection } : {}),
-      inProgress: inspection.policy,
-      timing: inspection.timing,
-    });
+    if (rest.deadLetter !== undefined) await checkDeadLetterSubject(jsm, stream, consumer, rest.deadLetter.subject);
+    const instance = new CommitThenAck({ ...rest, inProgress: inspection.policy, timing: inspection.timing });
+    instance.#binding = readBinding(stream, consumer, inspection.info, inspection.timing);
+    return instance;
+  }
+
+  /**
+   * The durable consumer this instance was bound to by {@link CommitThenAck.forConsumer} (its
+   * limits, whether it is paused, its priority groups); `undefined` for an instance made with
+   * `new`.
+   */
+  get consumer(): ConsumerBinding | undefined {
+    return this.#binding;
   }
 
   /** The verified heartbeat policy in use (or `{ enabled: false }`). */
@@ -146,20 +175,22 @@ export class CommitThenAck {
   async process(msgs: readonly JsMsg[], write: BatchWrite, options: ProcessOptions = {}): Promise<BatchResult> {
     if (!Array.isArray(msgs)) throw new TypeError("msgs must be an array of JsMsg (a fetched batch)");
     if (typeof write !== "function") throw new TypeError("write must be a function (msgs, ctx) => Promise<void>");
-    const list: readonly JsMsg[] = [...msgs];
+    const o = validateProcessOptions(options);
+    return await this.#process([...msgs], write, combineSignals(this.#options.signal, o.signal), o.receivedAt);
+  }
+
+  async #process(list: readonly JsMsg[], write: BatchWrite, signal: AbortSignal | undefined, receivedAt: ProcessOptions["receivedAt"]): Promise<BatchResult> {
     if (list.length === 0) return emptyResult();
     const batchId = nextBatchId();
-
-    const signal = combineSignals(this.#options.signal, options.signal);
     const started = performance.now();
     let ctx: WorkContext | undefined;
-    let report: unknown;
+    let result: unknown;
     let writeError: unknown;
     let writeOk = false;
     try {
       // withInProgress, with this batch's number: its heartbeat events and its settled
       // event carry the same batchId.
-      report = await superviseWork(
+      result = await superviseWork(
         list,
         (c) => {
           ctx = c;
@@ -170,7 +201,7 @@ export class CommitThenAck {
           ...this.#options.heartbeat,
           ...(signal !== undefined ? { signal } : {}),
           ...(this.#options.metrics !== undefined ? { metrics: this.#options.metrics } : {}),
-          ...(options.receivedAt !== undefined ? { receivedAt: options.receivedAt } : {}),
+          ...(receivedAt !== undefined ? { receivedAt } : {}),
           ...(this.#options.connection !== undefined ? { connection: this.#options.connection } : {}),
         },
         sharedScheduler(),
@@ -185,20 +216,33 @@ export class CommitThenAck {
     }
     const writeMs = performance.now() - started;
     this.#metrics.observe(MetricNames.BATCH_WRITE_SECONDS, writeMs / 1000);
-    return await settleBatch(
-      list,
-      {
-        ok: writeOk,
-        report,
-        error: writeError,
-        cancelled: !writeOk && signal?.aborted === true,
-        // Read without creating ctx.signal when the write never asked for it.
-        leaseLost: ctx !== undefined && abortReasonOf(ctx) instanceof LeaseExpiredError,
-        heartbeats: ctx?.heartbeats ?? 0,
-        writeMs,
-      },
-      { settler: this.#settler, metrics: this.#metrics, connection: this.#options.connection, batchId },
-    );
+    const lease = (ctx as WorkContext | undefined)?.lease;
+    // After a shutdown began, settling gets the shutdown bound too.
+    const budget = new ShutdownBudget(signal, this.#shutdownTimeoutMs);
+    try {
+      return await settleBatch(
+        list,
+        {
+          ok: writeOk,
+          result,
+          error: writeError,
+          cancelled: !writeOk && signal?.aborted === true,
+          // Read without creating ctx.signal when the write never asked for it.
+          leaseLost: ctx !== undefined && abortReasonOf(ctx) instanceof LeaseExpiredError,
+          leaseDeadline: lease === undefined ? undefined : performance.now() + lease.remainingMs(),
+          heartbeats: (ctx as WorkContext | undefined)?.heartbeats ?? 0,
+          writeMs,
+        },
+        { settler: this.#settler, metrics: this.#metrics, connection: this.#options.connection, budget, batchId },
+      );
+    } finally {
+      budget.dispose();
+    }
+  }
+
+  /** How long work and settling may take after a shutdown began. */
+  get #shutdownTimeoutMs(): number {
+    return isVerifiedPolicy(this.#policy) ? this.#policy.shutdownTimeoutMs : DEFAULT_IN_PROGRESS_POLICY.shutdownTimeoutMs;
   }
 
   /**
@@ -223,13 +267,15 @@ export class CommitThenAck {
   async run(consumer: Pick<Consumer, "fetch">, write: BatchWrite, options: RunOptions = {}): Promise<void> {
     if (!consumer || typeof consumer.fetch !== "function") throw new TypeError("consumer must be a pull consumer (js.consumers.get(stream, durable))");
     if (typeof write !== "function") throw new TypeError("write must be a function (msgs, ctx) => Promise<void>");
-    const signal = combineSignals(this.#options.signal, options.signal);
+    const o = validateRunOptions(options);
+    const signal = combineSignals(this.#options.signal, o.signal);
     await runLoop(consumer, {
-      ...options,
+      ...o,
       ...(signal !== undefined ? { signal } : {}),
       metrics: this.#metrics,
       connection: this.#options.connection,
-      process: (msgs, receivedAt) => this.process(msgs, write, { ...(signal !== undefined ? { signal } : {}), receivedAt }),
+      shutdownTimeoutMs: this.#shutdownTimeoutMs,
+      process: (msgs, receivedAt, batchSignal) => this.#process(msgs, write, batchSignal, receivedAt),
     });
   }
 }
@@ -237,10 +283,4 @@ export class CommitThenAck {
 function combineSignals(a: AbortSignal | undefined, b: AbortSignal | undefined): AbortSignal | undefined {
   if (a && b) return AbortSignal.any([a, b]);
   return a ?? b;
-}
-
-/** The manager's own connection, when the client exposes it (nats.js keeps it as `nc`). */
-function managerConnection(jsm: unknown): CommitThenAckOptions["connection"] {
-  const nc = (jsm as { nc?: unknown } | null)?.nc as CommitThenAckOptions["connection"] | undefined;
-  return nc && typeof nc.request === "function" && typeof nc.isClosed === "function" ? nc : undefined;
 }

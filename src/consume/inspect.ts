@@ -10,11 +10,12 @@ import { consumerTimingFromConfig } from "../policy/consumer-timing.js";
 import type { BackOffMode, ConsumerTiming, InProgressPolicy, VerifiedInProgressPolicy } from "../policy/in-progress-policy.js";
 import { maxDeliverProblem } from "../policy/max-deliver.js";
 import { checkConsumerTiming } from "../policy/timing-checks.js";
+import { isVerifiedPolicy } from "../policy/verified-policies.js";
 
 /** What {@link inspectConsumer} needs to know. */
 export interface InspectOptions {
-  /** The InProgress policy the host asks for (defaults fill the rest; disabled by default). */
-  readonly inProgress?: Partial<InProgressPolicy>;
+  /** The InProgress policy the host asks for (defaults fill the rest; disabled by default), or one verified earlier. */
+  readonly inProgress?: Partial<InProgressPolicy> | VerifiedInProgressPolicy;
   /** BackOff handling; default `reject`. */
   readonly backOff?: BackOffMode;
   /** The AckWait the host expects (ms); a different value on the server fails closed (drift). */
@@ -62,7 +63,7 @@ export async function inspectConsumer(
 
   const timing = consumerTimingFromConfig(info, "inspected");
   const mode = options.backOff ?? "reject";
-  const check = checkInProgressPolicy(options.inProgress ?? {}, timing, { backOff: mode });
+  const check = checkInProgressPolicy(policyFields(options.inProgress), timing, { backOff: mode });
   // The consumer's own timing is checked even with heartbeats off: a BackOff also changes
   // NAK delays, and an invalid AckWait is invalid either way.
   const timingViolations = check.ok && !check.policy.enabled ? checkConsumerTiming(timing, mode) : [];
@@ -84,6 +85,16 @@ export async function inspectConsumer(
     if (problem) throw fail("max_deliver_backoff", problem);
   }
   return { info, timing, policy: check.policy };
+}
+
+/**
+ * The policy fields to check: a policy verified earlier (against another timing, perhaps) is
+ * checked again on its own fields, so it can be passed wherever a policy is.
+ */
+function policyFields(policy: InspectOptions["inProgress"]): unknown {
+  if (!isVerifiedPolicy(policy)) return policy ?? {};
+  const { enabled, intervalMs, maxHeartbeats, shutdownTimeoutMs } = policy;
+  return { enabled, intervalMs, maxHeartbeats, shutdownTimeoutMs };
 }
 
 function isNotFound(err: unknown): boolean {

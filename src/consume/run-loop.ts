@@ -6,6 +6,7 @@ import type { Consumer, JsMsg } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { MetricNames } from "../telemetry/metric-names.js";
 import type { MetricsRecorder } from "../telemetry/metrics-recorder.js";
+import { readOptionKeys } from "../policy/option-keys.js";
 
 /**
  * Options of `CommitThenAck.run`.
@@ -38,8 +39,23 @@ const FIRST_RETRY_DELAY_MS = 100;
 export interface LoopConfig extends RunOptions {
   readonly metrics: MetricsRecorder;
   readonly connection: Pick<NatsConnection, "isClosed"> | undefined;
-  /** `receivedAt(m, i)`: the receive time of message `i` of the batch. */
-  readonly process: (msgs: JsMsg[], receivedAt: (m: JsMsg, index: number) => number | undefined) => Promise<unknown>;
+  /** How long a batch fetched before a shutdown may still take to write. */
+  readonly shutdownTimeoutMs: number;
+  /**
+   * Writes and settles one batch. `receivedAt(m, i)`: the receive time of message `i`;
+   * `signal`: what cancels this batch's write.
+   */
+  readonly process: (msgs: JsMsg[], receivedAt: (m: JsMsg, index: number) => number | undefined, signal: AbortSignal | undefined) => Promise<unknown>;
+}
+
+const RUN_KEYS = ["batchSize", "expiresMs", "signal", "onError"] as const;
+
+/** Checks the options of `run`; unknown keys refused. */
+export function validateRunOptions(options: unknown): RunOptions {
+  const o = readOptionKeys("run options", options, RUN_KEYS) as RunOptions;
+  if (o.signal !== undefined && !(o.signal instanceof AbortSignal)) throw new TypeError("run options.signal must be an AbortSignal");
+  if (o.onError !== undefined && typeof o.onError !== "function") throw new TypeError("run options.onError must be a function (error) => void");
+  return o;
 }
 
 /** @internal */
@@ -62,9 +78,11 @@ export async function runLoop(consumer: Pick<Consumer, "fetch">, config: LoopCon
     let fetchError: unknown;
     try {
       const iter = await consumer.fetch({ max_messages: batchSize, expires: expiresMs });
-      // On shutdown stop waiting for the rest of the batch.
-      const stop = (): void => void iter.stop();
+      // On shutdown stop waiting for the rest of the batch; what already arrived is still yielded.
+      const stop = (): void => void (iter as { stop?: () => unknown }).stop?.();
       signal?.addEventListener("abort", stop, { once: true });
+      // Aborted while the pull request went out: do not wait for its expiry.
+      if (signal?.aborted) stop();
       try {
         for await (const m of iter) {
           batch.push(m);
@@ -81,34 +99,36 @@ export async function runLoop(consumer: Pick<Consumer, "fetch">, config: LoopCon
       failures += 1;
       config.metrics.count(MetricNames.FETCH_FAILURES_TOTAL);
       report(config.onError, fetchError);
-      if (isClosed(fetchError, config.connection)) {
-        handBack(batch);
-        throw fetchError;
-      }
+      // Nothing can be sent on a closed connection: the messages come back after AckWait.
+      if (isClosed(fetchError, config.connection)) throw fetchError;
     } else {
       failures = 0;
     }
 
+    const receivedAt = (m: JsMsg, i: number): number | undefined => (batch[i] === m ? received[i] : undefined);
     if (signal?.aborted) {
-      // Fetched but never started: hand them back so another worker gets them at once.
-      handBack(batch);
+      // Fetched but never started. A NAK would spend a delivery (the last one, for some), so
+      // they are written within the shutdown bound instead.
+      if (batch.length > 0) await drain(config, batch, receivedAt);
       break;
     }
     if (batch.length > 0) {
-      await config.process(batch, (m, i) => (batch[i] === m ? received[i] : undefined));
+      await config.process(batch, receivedAt, signal);
     } else if (fetchError !== undefined) {
       await pause(Math.min(MAX_RETRY_DELAY_MS, FIRST_RETRY_DELAY_MS * 2 ** Math.min(failures - 1, 16)), signal);
     }
   }
 }
 
-function handBack(batch: readonly JsMsg[]): void {
-  for (const m of batch) {
-    try {
-      m.nak();
-    } catch {
-      // The message comes back after AckWait anyway.
-    }
+/** Writes a batch fetched before the shutdown; its write is cancelled at the shutdown bound. */
+async function drain(config: LoopConfig, batch: JsMsg[], receivedAt: (m: JsMsg, i: number) => number | undefined): Promise<void> {
+  const bound = new AbortController();
+  // Not unref'd: the loop is awaiting this write, and the wait is bounded.
+  const timer = setTimeout(() => bound.abort(new Error("shutdown bound reached")), config.shutdownTimeoutMs);
+  try {
+    await config.process(batch, receivedAt, bound.signal);
+  } finally {
+    clearTimeout(timer);
   }
 }
 
@@ -118,7 +138,7 @@ function isClosed(err: unknown, connection: Pick<NatsConnection, "isClosed"> | u
   } catch {
     // fall through
   }
-  return err instanceof Error && err.name === "ClosedConnectionError";
+  return err instanceof Error && (err.name === "ClosedConnectionError" || err.name === "ConnectionClosedError");
 }
 
 function report(onError: RunOptions["onError"], err: unknown): void {

@@ -8,9 +8,14 @@ import { ConnectionClosedError, DisconnectedError } from "../errors.js";
 import { batchConnectionClosed, connectionDown } from "../nats/connection-state.js";
 import { isSettled, replySubject } from "../nats/message-access.js";
 
-/** What one round achieved. `refreshed` holds the indexes of messages whose beat was accepted. */
+/**
+ * What one round achieved. `refreshed` holds the indexes of messages whose beat was accepted;
+ * `released` those the work settled itself (acked, naked or termed), which no longer have a
+ * deadline to keep.
+ */
 export interface RoundResult {
   readonly refreshed: readonly number[] | "all";
+  readonly released?: readonly number[];
   readonly failed: number;
   readonly firstError: unknown;
   /** The connection is closed: no later round can succeed. */
@@ -25,6 +30,8 @@ export type RequestConnection = Pick<NatsConnection, "request"> & Partial<Closab
 
 const WPI = "+WPI";
 
+const ALL_REFRESHED: RoundResult = Object.freeze({ refreshed: "all", failed: 0, firstError: undefined, closed: false });
+
 /**
  * Sends `+WPI` through `JsMsg.working()` for every message not yet settled. A message whose
  * connection is disconnected gets no frame and counts as failed: the lease is not extended by
@@ -35,11 +42,15 @@ export function sendRound(msgs: readonly JsMsg[], connection: ClosableConnection
     return { refreshed: [], failed: msgs.length, firstError: new ConnectionClosedError(), closed: true };
   }
   let failedIndexes: number[] | undefined;
+  let released: number[] | undefined;
   let firstError: unknown;
   for (let i = 0; i < msgs.length; i++) {
     const m = msgs[i]!;
-    // After a final ack the client turns working() into a no-op; nothing to refresh.
-    if (isSettled(m)) continue;
+    // After a final ack the client turns working() into a no-op; nothing to keep alive.
+    if (isSettled(m)) {
+      (released ??= []).push(i);
+      continue;
+    }
     // Read per message: a host may assemble a batch from more than one connection.
     if (connectionDown(m) === true) {
       (failedIndexes ??= []).push(i);
@@ -53,12 +64,14 @@ export function sendRound(msgs: readonly JsMsg[], connection: ClosableConnection
       firstError ??= err;
     }
   }
-  if (failedIndexes === undefined) return { refreshed: "all", failed: 0, firstError: undefined, closed: false };
+  if (failedIndexes === undefined) {
+    return released === undefined ? ALL_REFRESHED : { refreshed: "all", released, failed: 0, firstError: undefined, closed: false };
+  }
   // The rare path: refresh only the messages whose frame was handed over.
   const failedSet = new Set(failedIndexes);
   const refreshed: number[] = [];
   for (let i = 0; i < msgs.length; i++) if (!failedSet.has(i)) refreshed.push(i);
-  return { refreshed, failed: failedIndexes.length, firstError, closed: batchConnectionClosed(msgs, connection) };
+  return { refreshed, ...(released !== undefined ? { released } : {}), failed: failedIndexes.length, firstError, closed: batchConnectionClosed(msgs, connection) };
 }
 
 /**
@@ -71,10 +84,14 @@ export function sendConfirmedRound(msgs: readonly JsMsg[], connection: RequestCo
     return Promise.resolve({ refreshed: [], failed: msgs.length, firstError: new ConnectionClosedError(), closed: true });
   }
   const pending: Promise<number>[] = [];
+  let released: number[] | undefined;
   let failed = 0;
   let firstError: unknown;
   msgs.forEach((m, i) => {
-    if (isSettled(m)) return;
+    if (isSettled(m)) {
+      (released ??= []).push(i);
+      return;
+    }
     const reply = replySubject(m);
     if (reply === undefined) {
       failed += 1;
@@ -97,6 +114,6 @@ export function sendConfirmedRound(msgs: readonly JsMsg[], connection: RequestCo
         firstError ??= r.reason;
       }
     }
-    return { refreshed, failed, firstError, closed: failed > 0 && batchConnectionClosed(msgs, connection) };
+    return { refreshed, ...(released !== undefined ? { released } : {}), failed, firstError, closed: failed > 0 && batchConnectionClosed(msgs, connection) };
   });
 }

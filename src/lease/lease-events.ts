@@ -36,7 +36,7 @@ export interface HeartbeatFailedEvent extends BatchEventBase {
   readonly beat: number;
   /** Messages of the batch the beat did not reach. */
   readonly failedMessages: number;
-  /** The error's class name (`TimeoutError`, `ClosedConnectionError`, …), never its message. */
+  /** The error's class name (`TimeoutError`, `ConnectionClosedError`, …), never its message. */
   readonly errorName: string;
   /** True when supervision ended because the connection is closed. */
   readonly final: boolean;

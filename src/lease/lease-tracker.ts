@@ -67,6 +67,12 @@ export class LeaseTracker {
     if (at > (refreshed[i] ?? Number.POSITIVE_INFINITY)) refreshed[i] = at;
   }
 
+  /** Message `i` was settled by the work: it has no deadline any more. */
+  release(i: number): void {
+    this.#perMessage();
+    this.#windows![i] = Number.POSITIVE_INFINITY;
+  }
+
   /** Marks every message refreshed at `at`. */
   refreshAll(at: number): void {
     const refreshed = this.#refreshed;

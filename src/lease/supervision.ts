@@ -93,7 +93,12 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
         windows[i] = shared ?? windowFor(policy, deliveryCount(m));
         let wall = batchWall;
         if (typeof receivedAt === "function") {
-          const v = receivedAt(m, i);
+          let v: number | Date | undefined;
+          try {
+            v = receivedAt(m, i);
+          } catch (err) {
+            throw new TypeError(`options.receivedAt(msgs[${i}]) threw: it must return epoch milliseconds, a Date or undefined`, { cause: err });
+          }
           // Epoch milliseconds pass as they are (no message string built per message).
           wall = v === undefined ? batchWall : isEpochMs(v) ? v : epochMs(v, `options.receivedAt(msgs[${i}])`);
         }
@@ -208,10 +213,9 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
   #record(result: RoundResult, beat: number, sentAt: number, durationMs: number, latenessMs: number, confirmed: boolean): void {
     this.#metrics.observe(MetricNames.IN_PROGRESS_HEARTBEAT_SECONDS, durationMs / 1000);
     if (result.refreshed === "all") this.#tracker.refreshAll(sentAt);
-    else if (result.refreshed.length > 0) {
-      for (const i of result.refreshed) this.#tracker.refresh(i, sentAt);
-      this.#tracker.settle();
-    }
+    else for (const i of result.refreshed) this.#tracker.refresh(i, sentAt);
+    if (result.released !== undefined) for (const i of result.released) this.#tracker.release(i);
+    if (result.refreshed !== "all" || result.released !== undefined) this.#tracker.settle();
     if (result.failed === 0) {
       this.#metrics.count(MetricNames.IN_PROGRESS_SUCCESSES_TOTAL);
       publishLeaseEvent("heartbeatSent", () => ({
@@ -254,7 +258,7 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
     }));
     this.#beating = false;
     this.#nextBeat = undefined;
-    if (onLimit === "abort") this.#run.abort(new HeartbeatLimitError(this.#policy.maxHeartbeats));
+    if (onLimit === "abort") this.#run.abort(new HeartbeatLimitError(this.#policy.maxHeartbeats), true);
   }
 
   #expire(now: number): void {
@@ -270,7 +274,8 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
       beats: this.beats,
     }));
     this.#scheduler.cancel(this);
-    this.#run.abort(new LeaseExpiredError(overdueMs));
+    // The work goes on: it decides what a lost lease means (usually: do not commit).
+    this.#run.abort(new LeaseExpiredError(overdueMs), false);
   }
 
   #reschedule(now?: number): void {
@@ -279,6 +284,8 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
     let due = this.#nextBeat !== undefined && this.#beating ? Math.min(this.#nextBeat, lease) : lease;
     // While a confirmed round is in flight past the deadline, its reply decides; look again shortly.
     if (this.#inFlight > 0 && due <= this.#scheduler.clock.now()) due = this.#scheduler.clock.now() + 10;
-    this.#scheduler.schedule(this, due, now);
+    // Nothing left to watch (every message settled by the work, no beat due): no timer.
+    if (due === Number.POSITIVE_INFINITY) this.#scheduler.cancel(this);
+    else this.#scheduler.schedule(this, due, now);
   }
 }

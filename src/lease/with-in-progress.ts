@@ -5,6 +5,7 @@
 import type { JsMsg } from "@nats-io/jetstream";
 import { InProgressPolicyError } from "../errors.js";
 import { DEFAULT_IN_PROGRESS_POLICY, type DisabledInProgressPolicy, type VerifiedInProgressPolicy } from "../policy/in-progress-policy.js";
+import { readOptionKeys } from "../policy/option-keys.js";
 import { isVerifiedPolicy } from "../policy/verified-policies.js";
 import { nextBatchId } from "../telemetry/diagnostics.js";
 import { MetricsRecorder } from "../telemetry/metrics-recorder.js";
@@ -88,7 +89,7 @@ export async function superviseWork<T>(
   const supervision = enabled ? new Supervision(list, verified, opts, scheduler, MetricsRecorder.for(opts.metrics), run, batchId ?? nextBatchId()) : undefined;
   run.supervision = supervision;
   const ctx = new SupervisedContext(run, supervision);
-  const onOuterAbort = outer === undefined ? undefined : (): void => run.abort(outer.reason);
+  const onOuterAbort = outer === undefined ? undefined : (): void => run.abort(outer.reason, true);
   if (onOuterAbort !== undefined) outer?.addEventListener("abort", onOuterAbort, { once: true });
 
   supervision?.start();
@@ -103,10 +104,10 @@ export async function superviseWork<T>(
   }
 }
 
+const OPTION_KEYS = ["signal", "metrics", "receivedAt", "onLimit", "confirm", "connection", "requireProgress"] as const;
+
 function readOptions(options: unknown): SupervisionOptions {
-  if (options === undefined || options === null) options = {};
-  if (typeof options !== "object") throw new TypeError(`options must be an object, got ${typeof options}`);
-  const o = options as WithInProgressOptions;
+  const o = readOptionKeys("withInProgress options", options, OPTION_KEYS) as WithInProgressOptions;
   const signal = o.signal;
   if (signal !== undefined && !(signal instanceof AbortSignal)) {
     throw new TypeError("options.signal must be an AbortSignal (for example AbortSignal.timeout(ms) or controller.signal)");
@@ -119,8 +120,8 @@ function readOptions(options: unknown): SupervisionOptions {
   if (receivedAt !== undefined && typeof receivedAt !== "function") epochMs(receivedAt, "options.receivedAt");
   let confirm: SupervisionOptions["confirm"];
   if (o.confirm !== undefined) {
-    const c = o.confirm as Partial<HeartbeatConfirmation> | null;
-    if (!c || typeof c !== "object" || !c.connection || typeof c.connection.request !== "function") {
+    const c = readOptionKeys("options.confirm", o.confirm, ["connection", "timeoutMs"]) as Partial<HeartbeatConfirmation>;
+    if (!c.connection || typeof c.connection.request !== "function") {
       throw new TypeError("options.confirm.connection must be a NatsConnection (it sends each +WPI as a request)");
     }
     const t = c.timeoutMs;

@@ -13,7 +13,8 @@ import type { MetricsSink } from "../telemetry/metrics-sink.js";
  * @example
  * ```ts
  * await withInProgress(msgs, async (ctx) => {
- *   if (ctx.lease && ctx.lease.remainingMs() < 2_000) return; // too close to commit safely
+ *   // Throw, never return: a write that resolves counts as committed and is acknowledged.
+ *   if (ctx.lease && ctx.lease.remainingMs() < 2_000) throw new TemporarySinkError("too close to the deadline to commit safely");
  *   await sink.commit();
  * }, policy);
  * ```

@@ -43,16 +43,21 @@ export class WorkRun {
   }
 
   /**
-   * Aborts once: beats stop and the shutdown bound starts first, then `ctx.signal` aborts with
-   * `reason` (its own listeners run after the library's, as they always did).
+   * Aborts `ctx.signal` once (beats stop first; the signal's own listeners run after the
+   * library's). `bounded`: the host's shutdown or `onLimit: "abort"` — the work then has
+   * `shutdownTimeoutMs` to finish before the call rejects with `reason`. A lost lease aborts
+   * unbounded: the call still waits for the work. A bounded abort after an unbounded one still
+   * starts the bound.
    */
-  abort(reason: unknown): void {
+  abort(reason: unknown, bounded: boolean): void {
+    if (bounded && this.#shutdownTimer === undefined) {
+      // Not unref'd: the caller is awaiting this call, and the wait is bounded.
+      this.#shutdownTimer = setTimeout(() => this.#abandon?.(reason), this.#shutdownTimeoutMs);
+    }
     if (this.#aborted) return;
     this.#aborted = true;
     this.supervision?.stopBeating();
     const controller = (this.#controller ??= new AbortController());
-    this.#shutdownTimer = setTimeout(() => this.#abandon?.(controller.signal.reason), this.#shutdownTimeoutMs);
-    this.#shutdownTimer.unref?.();
     controller.abort(reason);
   }
 

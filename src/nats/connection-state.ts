@@ -66,3 +66,18 @@ export function batchConnectionClosed(msgs: readonly JsMsg[], connection: { isCl
   const first = msgs[0];
   return first !== undefined && connectionClosed(first) === true;
 }
+
+/** Something that can send a request (the part of a connection a confirmed ACK retry needs). */
+export interface Requester {
+  request(subject: string, payload?: string | Uint8Array, options?: { timeout?: number }): Promise<unknown>;
+}
+
+/** The connection that delivered `m`, when it can send requests (for ACK retries). */
+export function requesterOf(m: JsMsg): Requester | undefined {
+  try {
+    const publisher = (m as unknown as { msg?: { publisher?: { request?: unknown } } }).msg?.publisher;
+    return publisher !== undefined && typeof publisher.request === "function" ? (publisher as Requester) : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -7,19 +7,26 @@ import type { WorkContext } from "../lease/work-context.js";
 
 /**
  * What to do with a message whose write failed temporarily (a {@link TemporarySinkError}, or
- * any error the host did not classify): NAK it with an optional delay (default), or leave it
- * and let AckWait and MaxDeliver decide.
+ * any error the host did not classify) while it has deliveries left: NAK it (default), or
+ * leave it and let AckWait decide. On the last allowed delivery neither applies: the message is
+ * dead-lettered when a target exists, otherwise reported as exhausted.
+ *
+ * Without `delayMs` the NAK delay grows with the delivery count: 1 s after the first delivery,
+ * doubling each time up to 60 s, lengthened by up to 20% of jitter (never shortened), and
+ * corrected for the consumer's BackOff in BackOff-aware mode. `delayMs: 0` is the explicit way
+ * to ask for a bare NAK (immediate redelivery: a failing sink then retries as fast as it fails).
  *
  * @example
  * ```ts
+ * const growing: TemporaryFailureAction = { action: "nak" }; // 1 s, 2 s, 4 s, … 60 s
  * const retryIn30s: TemporaryFailureAction = { action: "nak", delayMs: 30_000 };
  * ```
  */
 export type TemporaryFailureAction =
   | {
-      /** Send `-NAK`, so the server redelivers after `delayMs` (at once without a delay). */
+      /** Send `-NAK`, so the server redelivers after the delay. */
       readonly action: "nak";
-      /** The wait before redelivery, in milliseconds. */
+      /** A fixed wait before redelivery, integer 0 ..= 86,400,000 ms; default: growing with the delivery count. */
       readonly delayMs?: number;
     }
   | {
@@ -87,18 +94,21 @@ export type BatchWrite = (msgs: readonly JsMsg[], ctx: WorkContext) => Promise<v
 export interface MessageResult {
   /** The message. */
   readonly msg: JsMsg;
-  /** The frame it got: `acked`, `nacked`, `termed`, `dead_lettered` (then acked), or `left` (nothing sent). */
-  readonly action: "acked" | "nacked" | "termed" | "dead_lettered" | "left";
+  /**
+   * The frame it got: `acked`, `nacked`, `termed`, `dead_lettered` (then acked), `left`
+   * (nothing sent; it will be redelivered), or `exhausted` (nothing sent on its last allowed
+   * delivery and no dead-letter copy: the server will not deliver it again).
+   */
+  readonly action: "acked" | "nacked" | "termed" | "dead_lettered" | "left" | "exhausted";
   /** The write's error for this message, when it failed. */
   readonly error?: unknown;
   /**
    * Set when settling failed or could not be confirmed (the message stays redeliverable unless
    * acked). An unconfirmed ACK is an error named `AckNotConfirmedError` (attempts and the kind of
-   * the last failure, never the ack subject); a closed connection one named
-   * `ClosedConnectionError`; a failed dead-letter publish is the JetStream client's error. An
-   * `acked` message with a `DisconnectedError` here had its `+ACK` handed to a client that was
-   * between connections: the client drops such frames, so expect a redelivery (`confirmAck`
-   * retries after the reconnect instead).
+   * the last failure, never the ack subject); a closed connection a `ConnectionClosedError`; a
+   * dead-letter copy that was not confirmed a `DeadLetterError`. An `acked` message with a
+   * `DisconnectedError` here could not get its `+ACK` to the server: the client stayed between
+   * connections until the lease ran out, so expect a redelivery.
    */
   readonly settleError?: unknown;
   /** With confirmed ACKs: whether the server confirmed. */
@@ -107,6 +117,8 @@ export interface MessageResult {
   readonly requestedDelayMs?: number;
   /** For NAKs: the wait the server will really apply (differs under BackOff when it cannot be met). */
   readonly effectiveDelayMs?: number;
+  /** Set when the batch's lease ran out while the write ran (an `acked` message committed late: another worker may have written it too). */
+  readonly leaseLost?: true;
 }
 
 /**
@@ -118,7 +130,7 @@ export interface MessageResult {
  * const ok: BatchOutcome[] = ["acked"];
  * ```
  */
-export type BatchOutcome = "acked" | "nacked" | "termed" | "dead_lettered" | "left" | "cancelled" | "partial" | "empty";
+export type BatchOutcome = "acked" | "nacked" | "termed" | "dead_lettered" | "left" | "exhausted" | "cancelled" | "partial" | "empty";
 
 /**
  * What {@link CommitThenAck.process} did with a batch.
@@ -142,6 +154,16 @@ export interface BatchResult {
   readonly deadLettered: number;
   /** Messages left for redelivery (no frame sent). */
   readonly left: number;
+  /** Messages that failed on their last allowed delivery with no dead-letter copy (see `MessageResult.action`). */
+  readonly exhausted: number;
+  /** The batch's lease ran out while the write ran. */
+  readonly leaseLost: boolean;
+  /**
+   * Set when the write returned a report the library could not fully read (an entry without
+   * `msg`, or a message outside the batch): what it could say was settled, and this names the
+   * rest. Hosts should log it; it is a bug in the write.
+   */
+  readonly reportError?: TypeError;
   /** The write's error, when it failed (for partial results: the first failure's). */
   readonly error?: unknown;
   /** Heartbeat rounds sent while the write ran. */

@@ -4,6 +4,7 @@
  */
 import type { JsMsg } from "@nats-io/jetstream";
 import type { MsgHdrs } from "@nats-io/transport-node";
+import { DeadLetterError } from "../errors.js";
 import { deliveryInfo } from "../nats/message-access.js";
 
 /**
@@ -22,7 +23,7 @@ export const DeadLetterHeaders = {
   CONSUMER: "Dead-Letter-Consumer",
   /** Its sequence in the source stream. */
   STREAM_SEQUENCE: "Dead-Letter-Stream-Sequence",
-  /** The delivery count when it was dead-lettered. */
+  /** The original's delivery count when it was dead-lettered. */
   DELIVERY_COUNT: "Dead-Letter-Delivery-Count",
   /** The original subject, so it can be replayed. */
   SUBJECT: "Dead-Letter-Subject",
@@ -55,12 +56,21 @@ export interface DeadLetterTarget {
   readonly timeoutMs?: number;
 }
 
+/** A confirmed copy: the stream that stored it and its sequence there. */
+export interface DeadLetterReceipt {
+  readonly stream: string;
+  readonly seq: number;
+}
+
 /**
- * Publishes `m` to the dead-letter subject with a message id of `<stream>:<sequence>`, so a
- * retried dead-letter publish is deduplicated by the stream. Resolves once the stream
- * confirmed it; rejects otherwise (the caller then leaves the original redeliverable).
+ * Publishes `m` to the dead-letter subject and resolves with the stream's acknowledgement.
+ * The message id is unique per stream, consumer and sequence, so a retried publish is
+ * deduplicated and two consumers of one stream keep two copies.
+ *
+ * @throws {@link DeadLetterError} when the publish failed, returned no acknowledgement with a
+ *   `stream` and a `seq`, or was stored by the message's own stream.
  */
-export async function publishDeadLetter(m: JsMsg, target: DeadLetterTarget, errorClass: string): Promise<void> {
+export async function publishDeadLetter(m: JsMsg, target: DeadLetterTarget, errorClass: string): Promise<DeadLetterReceipt> {
   // Loaded on first use, so the root entry does not need a NATS client to load.
   const { headers } = await import("@nats-io/transport-node");
   const info = deliveryInfo(m);
@@ -80,9 +90,28 @@ export async function publishDeadLetter(m: JsMsg, target: DeadLetterTarget, erro
   }
   h.set(DeadLetterHeaders.SUBJECT, m.subject);
   h.set(DeadLetterHeaders.ERROR, errorClass);
-  await target.js.publish(target.subject, m.data, {
-    headers: h,
-    ...(info ? { msgID: `${info.stream}:${info.streamSequence}` } : {}),
-    ...(target.timeoutMs !== undefined ? { timeout: target.timeoutMs } : {}),
-  });
+  let ack: unknown;
+  try {
+    ack = await target.js.publish(target.subject, m.data, {
+      headers: h,
+      ...(info ? { msgID: `${info.stream}:${info.consumer}:${info.streamSequence}` } : {}),
+      ...(target.timeoutMs !== undefined ? { timeout: target.timeoutMs } : {}),
+    });
+  } catch (err) {
+    throw new DeadLetterError("publish_failed", err);
+  }
+  const receipt = readReceipt(ack);
+  if (receipt === undefined) throw new DeadLetterError("not_confirmed");
+  if (info !== undefined && receipt.stream === info.stream) throw new DeadLetterError("source_stream");
+  return receipt;
+}
+
+function readReceipt(ack: unknown): DeadLetterReceipt | undefined {
+  try {
+    if (typeof ack !== "object" || ack === null) return undefined;
+    const { stream, seq } = ack as { stream?: unknown; seq?: unknown };
+    return typeof stream === "string" && stream !== "" && typeof seq === "number" && Number.isInteger(seq) && seq > 0 ? { stream, seq } : undefined;
+  } catch {
+    return undefined;
+  }
 }

@@ -3,12 +3,12 @@
  * delay, and Term with a reason only where the server understands one.
  */
 import type { JsMsg } from "@nats-io/jetstream";
-import type { NatsConnection } from "@nats-io/transport-node";
 import { AckNotConfirmedError } from "../errors.js";
-import { serverVersionOf } from "../nats/connection-state.js";
+import { requesterOf, serverVersionOf, type Requester } from "../nats/connection-state.js";
 import { deliveryCount, isSettled, replySubject } from "../nats/message-access.js";
 import { nakDelay, type NakDelay } from "../policy/nak-delay.js";
 import { TERM_REASON_SINCE, atLeast } from "../policy/server-version.js";
+import type { SettleBudget } from "./settle-budget.js";
 
 /**
  * Confirmed ACKs: wait for the server's reply, retry on timeout.
@@ -21,7 +21,10 @@ import { TERM_REASON_SINCE, atLeast } from "../policy/server-version.js";
 export interface ConfirmAckOptions {
   /** Reply timeout per attempt; default 5000 ms. */
   readonly timeoutMs?: number;
-  /** Attempts after the first; default 2. Retries publish `+ACK` requests on the reply subject. */
+  /**
+   * Attempts after the first, integer 0 ..= 10; default 2. Retries publish `+ACK` requests on
+   * the reply subject, through `connection` or else the connection that delivered the message.
+   */
   readonly retries?: number;
 }
 
@@ -45,28 +48,32 @@ export function ackNow(m: JsMsg): AckOutcome {
  * Sends `+ACK` and waits for the server's reply. The first attempt goes through
  * `ackAck()` (which marks the message acked in the client); later attempts publish the
  * request on the reply subject themselves, because the client will not send a second one.
+ * Retries go through `connection`, else the connection that delivered the message. Every
+ * wait is cut to what `budget` leaves; the first frame is always sent.
  */
 export async function ackConfirmed(
   m: JsMsg,
   options: ConfirmAckOptions,
-  connection: Pick<NatsConnection, "request"> | undefined,
+  connection: Requester | undefined,
+  budget: SettleBudget,
 ): Promise<AckOutcome> {
-  const timeout = options.timeoutMs ?? 5000;
+  const timeoutFor = (): number => Math.max(1, Math.min(options.timeoutMs ?? 5000, budget.remainingMs()));
   const retries = options.retries ?? 2;
   if (isSettled(m)) return { confirmed: false };
   let lastError: unknown;
   try {
-    if (await m.ackAck({ timeout })) return { confirmed: true };
+    if (await m.ackAck({ timeout: timeoutFor() })) return { confirmed: true };
     return { confirmed: false };
   } catch (err) {
     lastError = err;
   }
   let attempts = 1;
   const reply = replySubject(m);
-  for (let attempt = 0; attempt < retries && reply !== undefined && connection !== undefined; attempt++) {
+  const requester = connection ?? requesterOf(m);
+  for (let attempt = 0; attempt < retries && reply !== undefined && requester !== undefined && budget.remainingMs() > 0; attempt++) {
     attempts += 1;
     try {
-      await connection.request(reply, ACK, { timeout });
+      await requester.request(reply, ACK, { timeout: timeoutFor() });
       return { confirmed: true };
     } catch (err) {
       lastError = err;

@@ -1,13 +1,16 @@
 /**
- * Settling a batch after its write: which messages committed and which failed, one frame for
- * each, the metrics and the settled event.
+ * Settling a batch after its write: what the write did for each message, the decision for
+ * each, the frames sent, the metrics and the settled event.
  */
 import type { JsMsg } from "@nats-io/jetstream";
-import { ConnectionClosedError, errorName, PermanentSinkError } from "../errors.js";
+import { errorName, PermanentSinkError } from "../errors.js";
 import { batchConnectionClosed } from "../nats/connection-state.js";
+import { deliveryCount } from "../nats/message-access.js";
 import { MetricNames } from "../telemetry/metric-names.js";
 import type { MetricsRecorder } from "../telemetry/metrics-recorder.js";
 import type { BatchResult, MessageResult } from "./batch-result.js";
+import { decide, type Verdict } from "./decide.js";
+import type { SettleBudget } from "./settle-budget.js";
 import { publishBatchSettled } from "./settle-events.js";
 import type { Settler } from "./settler.js";
 import { firstError, summarize } from "./summarize.js";
@@ -15,16 +18,18 @@ import { readReport } from "./write-report.js";
 
 /** How a batch's write ended. */
 export interface WriteOutcome {
-  /** The write resolved (with `report`), or rejected (with `error`). */
+  /** The write resolved (with `result`), or rejected (with `error`). */
   readonly ok: boolean;
   /** What the write resolved with. */
-  readonly report: unknown;
+  readonly result: unknown;
   /** Why the write failed. */
   readonly error: unknown;
   /** The batch was cancelled (host shutdown) before the write resolved. */
   readonly cancelled: boolean;
   /** The batch's lease was lost while the write ran. */
   readonly leaseLost: boolean;
+  /** The batch's redelivery deadline (`performance.now()` scale), when a lease was kept. */
+  readonly leaseDeadline: number | undefined;
   /** Heartbeat rounds sent while the write ran. */
   readonly heartbeats: number;
   /** Duration of the write in milliseconds. */
@@ -37,6 +42,8 @@ export interface BatchSettleContext {
   readonly metrics: MetricsRecorder;
   /** The host's connection, trusted for whether the batch's connection is closed. */
   readonly connection: { isClosed?: () => unknown } | undefined;
+  /** How long settling may wait. */
+  readonly budget: SettleBudget;
   /** The batch number its heartbeat events used. */
   readonly batchId: number;
 }
@@ -44,34 +51,41 @@ export interface BatchSettleContext {
 /** Settles every message of `list` by what the write reported; never rejects. */
 export async function settleBatch(list: readonly JsMsg[], outcome: WriteOutcome, context: BatchSettleContext): Promise<BatchResult> {
   const { settler, metrics } = context;
-  const failures = outcome.ok ? readReport(outcome.report, list) : new Map(list.map((m) => [m, outcome.error]));
-  if (failures.size > 0) metrics.count(MetricNames.MESSAGES_FAILED_TOTAL, failures.size);
+  const report = outcome.ok ? readReport(outcome.result, list) : undefined;
+  const failures = report?.failures;
+  const failedCount = outcome.ok ? (failures?.size ?? 0) : list.length;
+  if (failedCount > 0) metrics.count(MetricNames.MESSAGES_FAILED_TOTAL, failedCount);
 
-  const closed = batchConnectionClosed(list, context.connection);
-  const confirmAck = settler.confirmsAcks;
+  const rules = settler.rules;
+  const maxDeliver = settler.maxDeliver;
+  const connectionClosed = batchConnectionClosed(list, context.connection);
   const { cancelled, leaseLost } = outcome;
+  const scope = { budget: context.budget, leaseDeadline: outcome.leaseDeadline, batchId: context.batchId, batchSize: list.length, leaseLost };
   let pending = false;
   const settling = list.map((m): Promise<MessageResult> | MessageResult => {
-    if (!failures.has(m)) {
-      if (!confirmAck) return settler.successNow(m, closed);
-      pending = true;
-      return settler.success(m, closed);
-    }
-    const error = failures.get(m);
-    // Shutdown: send nothing, the message comes back after AckWait.
-    if (cancelled) return { msg: m, action: "left", error };
-    if (closed) return { msg: m, action: "left", error, settleError: new ConnectionClosedError() };
-    if (error instanceof PermanentSinkError) {
-      pending = true;
-      return settler.permanent(m, error);
-    }
-    // After a lost lease another worker may hold the message: a NAK would disturb it.
-    return settler.temporary(m, error, leaseLost);
+    const failed = !outcome.ok || failures!.has(m);
+    const error = !outcome.ok ? outcome.error : failed ? failures!.get(m) : undefined;
+    const verdict: Verdict = !failed ? "committed" : error instanceof PermanentSinkError ? "permanent" : "temporary";
+    const decision = decide(
+      // A committed message is ACKed whatever else happened; the rest reads the batch's state.
+      { verdict, deliveryCount: verdict === "committed" ? undefined : deliveryCount(m), maxDeliver, cancelled: cancelled && failed, leaseLost, connectionClosed },
+      rules,
+    );
+    const r = settler.apply(m, decision, error, scope);
+    if (r instanceof Promise) pending = true;
+    return r;
   });
-  // Every frame above went out in batch order; only confirmed ACKs and dead letters are awaited.
+  // Every frame above went out in batch order; only waits (confirmations, copies, held ACKs) are awaited.
   const results = pending ? await Promise.all(settling) : (settling as MessageResult[]);
 
-  const result = summarize(results, cancelled, outcome.ok ? firstError(results) : outcome.error, outcome.heartbeats, outcome.writeMs);
+  const result = summarize(results, {
+    cancelled,
+    error: outcome.ok ? firstError(results) : outcome.error,
+    heartbeats: outcome.heartbeats,
+    writeMs: outcome.writeMs,
+    leaseLost,
+    reportError: report?.error,
+  });
   record(metrics, result);
   publishBatchSettled(() => ({
     batchId: context.batchId,
@@ -82,6 +96,7 @@ export async function settleBatch(list: readonly JsMsg[], outcome: WriteOutcome,
     termed: result.termed,
     deadLettered: result.deadLettered,
     left: result.left,
+    exhausted: result.exhausted,
     heartbeats: outcome.heartbeats,
     writeMs: outcome.writeMs,
     ...(result.error !== undefined ? { errorName: errorName(result.error) } : {}),

@@ -1,5 +1,5 @@
 /**
- * The diagnostics event of a settled batch.
+ * The diagnostics events of settling: a batch settled, a message exhausted.
  */
 import { DiagnosticsChannels, publishEvent, type BatchEventBase } from "../telemetry/diagnostics.js";
 import type { BatchOutcome } from "./batch-result.js";
@@ -28,6 +28,8 @@ export interface BatchSettledEvent extends BatchEventBase {
   readonly deadLettered: number;
   /** Messages left for redelivery without a frame. */
   readonly left: number;
+  /** Messages exhausted on their last allowed delivery. */
+  readonly exhausted: number;
   /** Heartbeats sent while the write ran. */
   readonly heartbeats: number;
   /** Duration of the write. */
@@ -40,4 +42,32 @@ export interface BatchSettledEvent extends BatchEventBase {
 /** Publishes the settled event of one batch when someone subscribes. */
 export function publishBatchSettled(build: () => BatchSettledEvent): void {
   publishEvent(DiagnosticsChannels.BATCH_SETTLED, build);
+}
+
+/**
+ * Published on {@link DiagnosticsChannels.MESSAGE_EXHAUSTED}: a message failed on its last
+ * allowed delivery and no dead-letter copy holds it. The server will not deliver it again.
+ *
+ * @example
+ * ```ts
+ * diagnostics.subscribe(DiagnosticsChannels.MESSAGE_EXHAUSTED, (e) => {
+ *   const x = e as MessageExhaustedEvent;
+ *   log.error(`a message was exhausted after ${x.deliveryCount} deliveries (${x.reason})`);
+ * });
+ * ```
+ */
+export interface MessageExhaustedEvent extends BatchEventBase {
+  /** Its delivery count, the last one the consumer allows. */
+  readonly deliveryCount: number;
+  /** The consumer's MaxDeliver. */
+  readonly maxDeliver: number;
+  /** `no_dead_letter_target`: none is configured; `dead_letter_failed`: the copy was not confirmed. */
+  readonly reason: "no_dead_letter_target" | "dead_letter_failed";
+  /** The class name of the write's error (or of the dead-letter failure), never its message. */
+  readonly errorName: string;
+}
+
+/** Publishes the exhausted event of one message when someone subscribes. */
+export function publishMessageExhausted(build: () => MessageExhaustedEvent): void {
+  publishEvent(DiagnosticsChannels.MESSAGE_EXHAUSTED, build);
 }

@@ -1,102 +1,217 @@
 /**
- * Settling one message: the frame its outcome calls for, sent, and what happened reported.
+ * Sending what the settle decision chose for one message, and reporting what happened. The
+ * decision itself is pure (`decide.ts`); everything here is I/O and its failure handling.
  */
 import type { JsMsg } from "@nats-io/jetstream";
-import type { NatsConnection } from "@nats-io/transport-node";
-import { ConnectionClosedError, DisconnectedError, errorName } from "../errors.js";
-import { connectionDown } from "../nats/connection-state.js";
+import { ConnectionClosedError, DeadLetterError, DisconnectedError, errorName } from "../errors.js";
+import { connectionDown, type Requester } from "../nats/connection-state.js";
+import { deliveryCount } from "../nats/message-access.js";
+import { MetricNames } from "../telemetry/metric-names.js";
+import type { MetricsRecorder } from "../telemetry/metrics-recorder.js";
 import type { MessageResult, TemporaryFailureAction } from "./batch-result.js";
+import type { Decision } from "./decide.js";
 import { publishDeadLetter, type DeadLetterTarget } from "./dead-letter.js";
-import { ackConfirmed, ackNow, nakWithDelay, termWithReason, type AckOutcome, type ConfirmAckOptions } from "./frames.js";
+import { ackConfirmed, nakWithDelay, termWithReason, type ConfirmAckOptions } from "./frames.js";
+import { ackWhenConnected } from "./held-acks.js";
+import { defaultNakDelayMs } from "./retry-delay.js";
+import type { SettleBudget } from "./settle-budget.js";
+import { publishMessageExhausted } from "./settle-events.js";
 
-/** How an instance settles: the parts of its options that decide the frames. */
+/** How an instance settles: the parts of its options that decide and send the frames. */
 export interface SettleConfig {
-  /** The messages' connection: server version (Term reasons), ACK retries. */
-  readonly connection: Pick<NatsConnection, "request" | "isClosed" | "info"> | undefined;
+  /** The host's connection: ACK retries (else the message's own), the server version for Term reasons. */
+  readonly connection: (Requester & { readonly info?: unknown }) | undefined;
   /** Confirmed ACKs, when asked for. */
   readonly confirmAck: ConfirmAckOptions | undefined;
-  /** What a temporary failure gets. */
+  /** What a temporary failure gets while deliveries are left. */
   readonly onTemporaryFailure: TemporaryFailureAction;
-  /** Where permanent failures go; without it they are terminated. */
+  /** Where failures go when they cannot be retried; without it permanent ones are terminated. */
   readonly deadLetter: DeadLetterTarget | undefined;
   /** The BackOff that NAK delays are corrected for (BackOff-aware mode only). */
   readonly nakBackOff: readonly number[] | undefined;
+  /** The consumer's MaxDeliver, when known. */
+  readonly maxDeliver: number | undefined;
+  /** The consumer's AckWait, when known: how long a held ACK may wait without a lease. */
+  readonly ackWaitMs: number | undefined;
+  /** Where settle metrics go. */
+  readonly metrics: MetricsRecorder;
+  /** Randomness for the jitter of the default NAK delay. */
+  readonly random: () => number;
 }
+
+/** What one batch's settling shares: its time budget, its lease deadline and its number. */
+export interface SettleScope {
+  readonly budget: SettleBudget;
+  /** The batch's redelivery deadline (`performance.now()` scale), when a lease is kept. */
+  readonly leaseDeadline: number | undefined;
+  readonly batchId: number;
+  readonly batchSize: number;
+  readonly leaseLost: boolean;
+}
+
+/** Attempts of a dead-letter publish on a message's last delivery, and the pauses between them. */
+const FINAL_DEAD_LETTER_PAUSES_MS = [0, 250, 1000] as const;
+/** How long a held ACK waits for a reconnect when no lease or AckWait is known. */
+const DEFAULT_HOLD_MS = 5000;
 
 /** Sends the frames of one instance's settle rules. */
 export class Settler {
   readonly #config: SettleConfig;
+  /** Cleared when a copy landed in the source stream: the target would loop. */
+  #deadLetterUsable = true;
 
   constructor(config: SettleConfig) {
     this.#config = config;
   }
 
-  /** Whether successes are confirmed ACKs (awaited) rather than plain ones. */
-  get confirmsAcks(): boolean {
-    return this.#config.confirmAck !== undefined;
+  /** The settle rules the decision needs. */
+  get rules(): { readonly temporary: "nak" | "leave"; readonly deadLetter: boolean } {
+    return { temporary: this.#config.onTemporaryFailure.action, deadLetter: this.#config.deadLetter !== undefined };
+  }
+
+  get maxDeliver(): number | undefined {
+    return this.#config.maxDeliver;
   }
 
   /**
-   * A plain ACK, sent now. A client between connections drops frames without an error, so the
-   * result says so (the message will most likely be redelivered; confirmed ACKs retry after the
-   * reconnect instead).
+   * Carries out `decision` for `m`. Synchronous (a plain result) when nothing needs awaiting:
+   * plain ACKs, NAKs, Terms and no-frame outcomes of a connected client.
    */
-  successNow(m: JsMsg, closed: boolean): MessageResult {
-    if (closed) return { msg: m, action: "left", settleError: new ConnectionClosedError() };
-    const down = connectionDown(m) === true;
-    try {
-      ackNow(m);
-    } catch (settleError) {
-      return { msg: m, action: "acked", settleError };
-    }
-    return down ? { msg: m, action: "acked", settleError: new DisconnectedError() } : { msg: m, action: "acked" };
+  apply(m: JsMsg, decision: Decision, error: unknown, scope: SettleScope): MessageResult | Promise<MessageResult> {
+    const result = this.#apply(m, decision, error, scope);
+    if (!scope.leaseLost) return result;
+    return result instanceof Promise ? result.then(markLeaseLost) : markLeaseLost(result);
   }
 
-  /** An ACK by the configured mode: confirmed (awaited, retried) or plain. */
-  async success(m: JsMsg, closed: boolean): Promise<MessageResult> {
+  #apply(m: JsMsg, decision: Decision, error: unknown, scope: SettleScope): MessageResult | Promise<MessageResult> {
+    switch (decision.frame) {
+      case "ack":
+        return this.#ack(m, scope, undefined);
+      case "nak":
+        return this.#nak(m, error);
+      case "term":
+        return this.#term(m, error);
+      case "dead_letter":
+        return this.#deadLetter(m, error, decision.final, scope);
+      case "none":
+        if (decision.reason === "exhausted") return this.#exhausted(m, error, "no_dead_letter_target", scope, undefined);
+        if (decision.reason === "connection_closed") return withError({ msg: m, action: "left", settleError: new ConnectionClosedError() }, error);
+        return withError({ msg: m, action: "left" }, error);
+    }
+  }
+
+  /** An ACK: confirmed (awaited, retried within the budget), plain, or held over a disconnect. */
+  #ack(m: JsMsg, scope: SettleScope, error: unknown): MessageResult | Promise<MessageResult> {
     const confirmAck = this.#config.confirmAck;
-    if (confirmAck === undefined) return this.successNow(m, closed);
-    if (closed) return { msg: m, action: "left", settleError: new ConnectionClosedError() };
-    let outcome: AckOutcome;
-    try {
-      outcome = await ackConfirmed(m, confirmAck, this.#config.connection);
-    } catch (err) {
-      outcome = { confirmed: false, error: err };
+    if (confirmAck !== undefined) {
+      return ackConfirmed(m, confirmAck, this.#config.connection, scope.budget).then(
+        (outcome) => withError({ msg: m, action: "acked", confirmed: outcome.confirmed, ...(outcome.error !== undefined ? { settleError: outcome.error } : {}) }, error),
+        (err: unknown) => withError({ msg: m, action: "left", settleError: err }, error),
+      );
     }
-    return { msg: m, action: "acked", confirmed: outcome.confirmed, ...(outcome.error !== undefined ? { settleError: outcome.error } : {}) };
+    if (connectionDown(m) === true) return this.#holdAck(m, scope, error);
+    try {
+      m.ack();
+    } catch (settleError) {
+      // The frame did not leave: the message is redelivered after AckWait.
+      return withError({ msg: m, action: "left", settleError }, error);
+    }
+    return withError({ msg: m, action: "acked" }, error);
   }
 
-  /** A temporary failure: NAK (with the configured delay) or leave; after a lost lease, leave. */
-  temporary(m: JsMsg, error: unknown, leaseLost: boolean): MessageResult {
+  async #holdAck(m: JsMsg, scope: SettleScope, error: unknown): Promise<MessageResult> {
+    const now = performance.now();
+    const byLease = scope.leaseDeadline ?? now + (this.#config.ackWaitMs ?? DEFAULT_HOLD_MS);
+    const deadline = Math.min(byLease, now + scope.budget.remainingMs());
+    const sent = await ackWhenConnected(m, deadline);
+    const metrics = this.#config.metrics;
+    if (sent) {
+      metrics.count(MetricNames.ACKS_HELD_TOTAL);
+      return withError({ msg: m, action: "acked" }, error);
+    }
+    metrics.count(MetricNames.ACKS_UNSENT_TOTAL);
+    return withError({ msg: m, action: "acked", settleError: new DisconnectedError() }, error);
+  }
+
+  #nak(m: JsMsg, error: unknown): MessageResult {
     const policy = this.#config.onTemporaryFailure;
-    if (policy.action === "leave" || leaseLost) return { msg: m, action: "left", error };
+    const requested = policy.action === "nak" && policy.delayMs !== undefined ? policy.delayMs : defaultNakDelayMs(deliveryCount(m), this.#config.random());
     try {
-      const d = nakWithDelay(m, policy.delayMs, this.#config.nakBackOff);
-      return { msg: m, action: "nacked", error, requestedDelayMs: policy.delayMs ?? 0, effectiveDelayMs: d.effectiveMs };
+      const d = nakWithDelay(m, requested, this.#config.nakBackOff);
+      return { msg: m, action: "nacked", error, requestedDelayMs: requested, effectiveDelayMs: d.effectiveMs };
     } catch (settleError) {
       return { msg: m, action: "left", error, settleError };
     }
   }
 
-  /** A permanent failure: dead-letter then ACK, or Term without a target. */
-  async permanent(m: JsMsg, error: unknown): Promise<MessageResult> {
+  #term(m: JsMsg, error: unknown): MessageResult {
+    try {
+      termWithReason(m, `permanent failure: ${errorName(error)}`, this.#config.connection);
+      return { msg: m, action: "termed", error };
+    } catch (settleError) {
+      return { msg: m, action: "left", error, settleError };
+    }
+  }
+
+  /**
+   * Publishes a copy and ACKs the original only once a stream other than its own confirmed it.
+   * On the last delivery a failed publish is retried within the budget, then reported as
+   * exhausted: nothing would bring the message back.
+   */
+  async #deadLetter(m: JsMsg, error: unknown, final: boolean, scope: SettleScope): Promise<MessageResult> {
     const target = this.#config.deadLetter;
-    if (!target) {
+    let failure: DeadLetterError = new DeadLetterError("target_unusable");
+    const pauses = final ? FINAL_DEAD_LETTER_PAUSES_MS : [0];
+    for (const pause of pauses) {
+      if (!this.#deadLetterUsable || target === undefined) break;
+      if (pause > 0) {
+        if (scope.budget.remainingMs() < pause) break;
+        await sleep(pause);
+      }
       try {
-        termWithReason(m, `permanent failure: ${errorName(error)}`, this.#config.connection);
-        return { msg: m, action: "termed", error };
-      } catch (settleError) {
-        return { msg: m, action: "left", error, settleError };
+        await publishDeadLetter(m, target, errorName(error));
+        const acked = await this.#ack(m, scope, error);
+        return { ...acked, action: acked.action === "acked" ? "dead_lettered" : acked.action };
+      } catch (err) {
+        failure = err instanceof DeadLetterError ? err : new DeadLetterError("publish_failed", err);
+        if (failure.reason === "source_stream") this.#deadLetterUsable = false;
+        // A misconfigured target does not heal by retrying.
+        if (failure.reason !== "publish_failed") break;
       }
     }
-    try {
-      await publishDeadLetter(m, target, errorName(error));
-    } catch (settleError) {
-      // The copy is not confirmed: keep the original redeliverable.
-      const retry = this.temporary(m, error, false);
-      return { ...retry, settleError };
-    }
-    const acked = await this.success(m, false);
-    return { ...acked, action: "dead_lettered", error };
+    if (final) return this.#exhausted(m, error, "dead_letter_failed", scope, failure);
+    return { msg: m, action: "left", error, settleError: failure };
   }
+
+  #exhausted(
+    m: JsMsg,
+    error: unknown,
+    reason: "no_dead_letter_target" | "dead_letter_failed",
+    scope: SettleScope,
+    settleError: DeadLetterError | undefined,
+  ): MessageResult {
+    this.#config.metrics.count(MetricNames.MESSAGES_EXHAUSTED_TOTAL);
+    publishMessageExhausted(() => ({
+      batchId: scope.batchId,
+      batchSize: scope.batchSize,
+      deliveryCount: deliveryCount(m) ?? 0,
+      maxDeliver: this.#config.maxDeliver ?? 0,
+      reason,
+      errorName: errorName(settleError ?? error),
+    }));
+    return withError({ msg: m, action: "exhausted", ...(settleError !== undefined ? { settleError } : {}) }, error);
+  }
+}
+
+function withError(r: MessageResult, error: unknown): MessageResult {
+  return error === undefined ? r : { ...r, error };
+}
+
+function markLeaseLost(r: MessageResult): MessageResult {
+  return { ...r, leaseLost: true };
+}
+
+function sleep(ms: number): Promise<void> {
+  // Not unref'd: settling awaits it, and it is bounded by the settle budget.
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -29,6 +29,8 @@ export const DiagnosticsChannels = {
   LEASE_EXPIRED: "jetstream-inprogress:lease:expired",
   /** A batch was settled by `CommitThenAck` ({@link BatchSettledEvent}). */
   BATCH_SETTLED: "jetstream-inprogress:batch:settled",
+  /** A message failed on its last allowed delivery and no dead-letter copy holds it ({@link MessageExhaustedEvent}). */
+  MESSAGE_EXHAUSTED: "jetstream-inprogress:message:exhausted",
 } as const;
 
 /**

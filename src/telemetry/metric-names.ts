@@ -48,6 +48,12 @@ export const MetricNames = {
   MESSAGES_FAILED_TOTAL: "messages_failed_total",
   /** Counter: messages left for redelivery without a frame (leave policy, cancellation, failed settle). */
   MESSAGES_LEFT_TOTAL: "messages_left_total",
+  /** Counter: messages that failed on their last allowed delivery with no dead-letter copy: the server will not deliver them again. */
+  MESSAGES_EXHAUSTED_TOTAL: "messages_exhausted_total",
+  /** Counter: ACKs held while the client was between connections and sent after the reconnect. */
+  ACKS_HELD_TOTAL: "acks_held_total",
+  /** Counter: ACKs of committed messages that could not be sent before their lease ran out (expect a redelivery). */
+  ACKS_UNSENT_TOTAL: "acks_unsent_total",
   /** Counter: ack, nak, term or dead-letter operations that failed. */
   SETTLE_FAILURES_TOTAL: "settle_failures_total",
   /** Observation (seconds): duration of the host's write for one batch. */
@@ -113,6 +119,9 @@ const DEFINITIONS: Record<MetricName, Omit<MetricDefinition, "name" | "labelName
   messages_dead_lettered_total: { kind: "counter", unit: "1", help: "Messages published to the dead-letter subject, then acknowledged" },
   messages_failed_total: { kind: "counter", unit: "1", help: "Messages whose write failed" },
   messages_left_total: { kind: "counter", unit: "1", help: "Messages left for redelivery without an ack frame" },
+  messages_exhausted_total: { kind: "counter", unit: "1", help: "Messages that failed on their last allowed delivery with no dead-letter copy" },
+  acks_held_total: { kind: "counter", unit: "1", help: "ACKs held during a disconnect and sent after the reconnect" },
+  acks_unsent_total: { kind: "counter", unit: "1", help: "ACKs of committed messages that could not be sent before their lease ran out" },
   settle_failures_total: { kind: "counter", unit: "1", help: "Ack, nak, term or dead-letter operations that failed" },
   batch_write_seconds: { kind: "observation", unit: "s", help: "Duration of the host's write for one batch" },
   nak_delay_seconds: { kind: "observation", unit: "s", help: "Redelivery delay a NAK asks of the server" },

@@ -12,6 +12,7 @@ import {
   type HeartbeatLimitEvent,
   type HeartbeatSentEvent,
   type LeaseExpiredEvent,
+  type MessageExhaustedEvent,
 } from "../../src/index.js";
 
 type KindOf<V> = V extends number ? "number" : V extends boolean ? "boolean" : V extends string ? "string" : never;
@@ -53,11 +54,17 @@ const batchSettled: EventSpec<BatchSettledEvent> = {
     termed: "number",
     deadLettered: "number",
     left: "number",
+    exhausted: "number",
     heartbeats: "number",
     writeMs: "number",
     errorName: "string",
   },
   optional: ["errorName"],
+};
+
+const messageExhausted: EventSpec<MessageExhaustedEvent> = {
+  shape: { batchId: "number", batchSize: "number", deliveryCount: "number", maxDeliver: "number", reason: "string", errorName: "string" },
+  optional: [],
 };
 
 /** The spec of each channel, keyed by channel name. */
@@ -67,6 +74,7 @@ export const EVENT_SPECS = {
   [DiagnosticsChannels.HEARTBEAT_LIMIT]: heartbeatLimit,
   [DiagnosticsChannels.LEASE_EXPIRED]: leaseExpired,
   [DiagnosticsChannels.BATCH_SETTLED]: batchSettled,
+  [DiagnosticsChannels.MESSAGE_EXHAUSTED]: messageExhausted,
 } as const;
 
 export type ChannelName = (typeof DiagnosticsChannels)[keyof typeof DiagnosticsChannels];
@@ -77,6 +85,7 @@ interface PayloadOf {
   [DiagnosticsChannels.HEARTBEAT_LIMIT]: HeartbeatLimitEvent;
   [DiagnosticsChannels.LEASE_EXPIRED]: LeaseExpiredEvent;
   [DiagnosticsChannels.BATCH_SETTLED]: BatchSettledEvent;
+  [DiagnosticsChannels.MESSAGE_EXHAUSTED]: MessageExhaustedEvent;
 }
 
 /** Every field name any event may carry. */

@@ -164,7 +164,7 @@ describe("CommitThenAck on a real nats-server", () => {
     expect(copy?.headers?.get(DeadLetterHeaders.DELIVERY_COUNT)).toBe("1");
     expect(copy?.headers?.get(DeadLetterHeaders.ERROR)).toBe("PermanentSinkError");
     expect(copy?.headers?.get(DeadLetterHeaders.SUBJECT)).toBe(f.subject);
-    expect(copy?.headers?.get("Nats-Msg-Id")).toBe(`${f.stream}:1`);
+    expect(copy?.headers?.get("Nats-Msg-Id")).toBe(`${f.stream}:${f.consumer}:1`);
     expect(JSON.stringify([...(copy?.headers ?? [])])).not.toContain("cannot parse");
     // The original was acked after the copy was confirmed, and is never redelivered.
     await fx.drain();
@@ -173,7 +173,7 @@ describe("CommitThenAck on a real nats-server", () => {
     expect(metrics.snapshot().counters[MetricNames.MESSAGES_DEAD_LETTERED_TOTAL]).toBe(1);
     // A second dead-letter publish of the same message is deduplicated by the stream.
     const info = await f.jsm.streams.info(dlqStream);
-    await f.js.publish(dlqSubject, "poison", { msgID: `${f.stream}:1` });
+    await f.js.publish(dlqSubject, "poison", { msgID: `${f.stream}:${f.consumer}:1` });
     expect((await f.jsm.streams.info(dlqStream)).state.messages).toBe(info.state.messages);
   });
 

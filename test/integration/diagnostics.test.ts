@@ -158,7 +158,7 @@ describe("diagnostics events on a real nats-server", () => {
       const [sent] = log.of(C.HEARTBEAT_SENT);
       const [failed] = log.of(C.HEARTBEAT_FAILED);
       const [expired] = log.of(C.LEASE_EXPIRED);
-      expect(failed).toEqual({ batchId: sent!.batchId, batchSize: 1, beat: 2, failedMessages: 1, errorName: "ClosedConnectionError", final: true });
+      expect(failed).toEqual({ batchId: sent!.batchId, batchSize: 1, beat: 2, failedMessages: 1, errorName: "ConnectionClosedError", final: true });
       expect(expired).toMatchObject({ batchId: sent!.batchId, batchSize: 1, beats: 2 });
       expect(reason).toBeInstanceOf(LeaseExpiredError);
       expect(expired!.overdueMs).toBe((reason as LeaseExpiredError).overdueMs);
@@ -274,7 +274,7 @@ describe("diagnostics events on a real nats-server", () => {
         throw new TemporarySinkError("database unavailable");
       });
       const e = settledFor(result, 1);
-      expect(e).toEqual({ batchId: e.batchId, batchSize: 1, outcome: "nacked", acked: 0, nacked: 1, termed: 0, deadLettered: 0, left: 0, heartbeats: 0, writeMs: result.writeMs, errorName: "TemporarySinkError" });
+      expect(e).toEqual({ batchId: e.batchId, batchSize: 1, outcome: "nacked", acked: 0, nacked: 1, termed: 0, deadLettered: 0, left: 0, exhausted: 0, heartbeats: 0, writeMs: result.writeMs, errorName: "TemporarySinkError" });
       await drain();
       expect(spy.of("-NAK")).toHaveLength(1);
       await spy.dispose();

@@ -45,6 +45,7 @@ import { prometheusMetrics } from "../../src/adapters/prometheus.js";
 import { ALL_EVENT_FIELDS, EventLog, expectShape } from "../helpers/diagnostics.js";
 import { eventually, fetchBatch, type Fixture } from "../helpers/jetstream.js";
 import { startServer, type NatsServer } from "../helpers/nats-server.js";
+import { TcpProxy } from "../reliability/tcp-proxy.js";
 
 const ACK_WAIT_MS = 2000;
 const RUN = randomBytes(3).toString("hex").toUpperCase();
@@ -417,11 +418,11 @@ describe("nothing sensitive leaves the process", () => {
     })));
     expect(results.at(-1)?.outcome).toBe("partial");
 
-    // A report the library cannot read: its TypeError is the library's own.
-    const malformed = await leave.process(await messages(f, 1), () => ({ failed: PAYLOAD }) as never);
-    expect(malformed.outcome).toBe("left");
-    expect(malformed.error).toBeInstanceOf(TypeError);
-    keep(libraryErrors, "malformed report TypeError", malformed.error);
+    // A report the library cannot fully read: its TypeError is the library's own.
+    const malformed = await leave.process(await messages(f, 1), () => ({ failed: [{ error: new Error(PAYLOAD) }] }) as never);
+    expect(malformed.outcome).toBe("acked");
+    expect(malformed.reportError).toBeInstanceOf(TypeError);
+    keep(libraryErrors, "report TypeError", malformed.reportError);
 
     for (const r of results) for (const m of r.messages) expect(m.settleError).toBeUndefined();
     const typeErrors = await Promise.all([
@@ -455,7 +456,7 @@ describe("nothing sensitive leaves the process", () => {
     });
     expect(closed.outcome).toBe("left");
     for (const m of closed.messages) {
-      expect((m.settleError as Error).name).toBe("ClosedConnectionError");
+      expect((m.settleError as Error).name).toBe("ConnectionClosedError");
       keep(libraryErrors, "settleError on a closed connection", m.settleError);
     }
 
@@ -472,6 +473,46 @@ describe("nothing sensitive leaves the process", () => {
       expect(m.confirmed).toBe(false);
       expect(m.settleError).toMatchObject({ name: "AckNotConfirmedError", attempts: 2, lastFailure: "no_responders" });
       keep(libraryErrors, "settleError of an unconfirmed ACK", m.settleError);
+    }
+  });
+
+  it("CommitThenAck: exhausted on the last delivery, a dead-letter copy not confirmed, ACKs held over a cut and unsent", async () => {
+    const f = await fixture(nc, { max_deliver: 1 });
+    const exhausted = await new CommitThenAck({ metrics: main.sink, maxDeliver: 1 }).process(await messages(f, 1), () => {
+      throw new TemporarySinkError(`insert of ${PAYLOAD} failed`);
+    });
+    expect(exhausted.outcome).toBe("exhausted");
+
+    // No stream captures this subject: the publish fails, and only its class name is kept.
+    const g = await fixture();
+    const nowhere = new CommitThenAck({ metrics: main.sink, deadLetter: { js: g.js, subject: `${DLQ_SUBJECT}x`, timeoutMs: 1000 } });
+    const lost = await nowhere.process(await messages(g, 1), () => {
+      throw new PermanentSinkError("poison");
+    });
+    expect(lost.outcome).toBe("left");
+    expect(lost.messages[0]?.settleError).toMatchObject({ name: "DeadLetterError", reason: "publish_failed" });
+    keep(libraryErrors, "settleError of a dead-letter copy not confirmed", lost.messages[0]?.settleError);
+
+    await using proxy = await TcpProxy.start(srv.port);
+    const own = await connect({ servers: `nats://127.0.0.1:${proxy.port}`, user: USER, pass: PASS, reconnectTimeWait: 50, maxReconnectAttempts: -1 });
+    try {
+      const h = await fixture(own);
+      const connected = (): boolean => (own as unknown as { protocol?: { connected?: boolean } }).protocol?.connected === true;
+      // The write returns once the client noticed the cut: its ACK would be dropped if sent now.
+      const cutFor = async (ms: number): Promise<void> => {
+        proxy.cut();
+        await eventually(() => !connected(), "the client to notice the cut", 5000, 5);
+        setTimeout(() => proxy.restore(), ms);
+      };
+      const held = await new CommitThenAck({ metrics: main.sink, timing: { ackWaitMs: 10_000, source: "configured" } }).process(await messages(h, 1), () => cutFor(300));
+      expect(held.messages[0]).toMatchObject({ action: "acked" });
+      expect(held.messages[0]?.settleError).toBeUndefined();
+      await eventually(connected, "the reconnect");
+      const unsent = await new CommitThenAck({ metrics: main.sink, timing: { ackWaitMs: 200, source: "configured" } }).process(await messages(h, 1), () => cutFor(1500));
+      expect(unsent.messages[0]?.settleError).toMatchObject({ name: "DisconnectedError" });
+      keep(libraryErrors, "settleError of an ACK that could not be sent", unsent.messages[0]?.settleError);
+    } finally {
+      await own.close();
     }
   });
 

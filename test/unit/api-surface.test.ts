@@ -45,13 +45,15 @@ describe("the public names", () => {
   // Adding a name is a deliberate, documented change (CHANGELOG); removing or renaming one breaks users.
   const EXPECTED: Record<string, readonly string[]> = {
     "src/index.ts": [
-      "ACK_WAIT_SAFETY_RATIO", "BackOffMode", "BatchEventBase", "BatchOutcome", "BatchResult", "BatchSettledEvent", "BatchWrite",
-      "CheckOptions", "CommitThenAck", "CommitThenAckOptions", "ConfirmAckOptions", "ConsumerHealthSample", "ConsumerInfoSource",
+      "ACK_WAIT_SAFETY_RATIO", "AckNotConfirmedError", "BackOffMode", "BatchEventBase", "BatchOutcome", "BatchResult", "BatchSettledEvent", "BatchWrite",
+      "CheckOptions", "CommitThenAck", "CommitThenAckOptions", "ConfirmAckOptions", "ConnectionClosedError", "ConsumerBinding",
+      "ConsumerHealthSample", "ConsumerInfoSource",
       "ConsumerPolicyError", "ConsumerPolicyReason", "ConsumerPollFailure", "ConsumerTiming", "ConsumerWatch",
-      "DEFAULT_IN_PROGRESS_POLICY", "DeadLetterHeaders", "DeadLetterTarget", "DiagnosticsChannels", "DisabledInProgressPolicy",
+      "DEFAULT_IN_PROGRESS_POLICY", "DeadLetterError", "DeadLetterFailure", "DeadLetterHeaders", "DeadLetterTarget",
+      "DiagnosticsChannels", "DisabledInProgressPolicy", "DisconnectedError",
       "FailedMessage", "ForConsumerOptions", "HeartbeatConfirmation", "HeartbeatFailedEvent", "HeartbeatLimitError",
       "HeartbeatLimitEvent", "HeartbeatSentEvent", "InMemoryMetrics", "InProgressPolicy", "InProgressPolicyError", "Lease",
-      "LeaseExpiredError", "LeaseExpiredEvent", "MessageResult", "MetricLabels", "MetricName", "MetricNames", "MetricsSink",
+      "LeaseExpiredError", "LeaseExpiredEvent", "MessageExhaustedEvent", "MessageResult", "MetricLabels", "MetricName", "MetricNames", "MetricsSink",
       "MetricsSnapshot", "PermanentSinkError", "PolicyCheck", "PolicyViolation", "ProcessOptions", "RunOptions",
       "TemporaryFailureAction", "TemporarySinkError", "VerifiedInProgressPolicy", "ViolationCode", "WatchConsumerOptions",
       "WithInProgressOptions", "WorkContext", "WriteReport", "checkInProgressPolicy", "consumerTimingFromConfig",

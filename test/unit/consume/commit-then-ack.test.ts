@@ -6,6 +6,7 @@ import {
   InMemoryMetrics,
   LeaseExpiredError,
   MetricNames,
+  DeadLetterError,
   PermanentSinkError,
   TemporarySinkError,
   verifyInProgressPolicy,
@@ -31,13 +32,34 @@ describe("CommitThenAck.process classification (fakes)", () => {
     expect(msgs.map((m) => m.calls.ack)).toEqual([1, 1]);
   });
 
-  it("an unclassified error is a temporary failure (bare NAK by default), never permanent", async () => {
-    const m = fakeMsg();
+  it("an unclassified error is a temporary failure, NAKed by default with a delay that grows with the delivery count", async () => {
     const err = new Error("who knows");
-    const result = await new CommitThenAck().process([m], throwing(err));
-    expect(result).toMatchObject({ outcome: "nacked", nacked: 1, error: err });
-    expect(m.calls.nak).toEqual([undefined]);
-    expect(m.calls.term).toEqual([]);
+    const delays: number[] = [];
+    for (const deliveryCount of [1, 2, 3, 8]) {
+      const m = fakeMsg({ deliveryCount });
+      const result = await new CommitThenAck().process([m], throwing(err));
+      expect(result).toMatchObject({ outcome: "nacked", nacked: 1, error: err });
+      expect(m.calls.term).toEqual([]);
+      expect(m.calls.nak).toHaveLength(1);
+      const sent = m.calls.nak[0]!;
+      expect(result.messages[0]?.requestedDelayMs).toBe(sent);
+      delays.push(sent);
+    }
+    // 1 s, 2 s, 4 s, then capped at 60 s; jitter only lengthens, by at most 20%.
+    const base = [1000, 2000, 4000, 60_000];
+    delays.forEach((d, i) => {
+      expect(d).toBeGreaterThanOrEqual(base[i]!);
+      expect(d).toBeLessThanOrEqual(base[i]! * 1.2);
+    });
+  });
+
+  it("delayMs: 0 is the explicit bare NAK; a fixed delay is sent as is", async () => {
+    const bare = fakeMsg();
+    await new CommitThenAck({ onTemporaryFailure: { action: "nak", delayMs: 0 } }).process([bare], throwing(new TemporarySinkError()));
+    expect(bare.calls.nak).toEqual([undefined]);
+    const fixed = fakeMsg({ deliveryCount: 5 });
+    await new CommitThenAck({ onTemporaryFailure: { action: "nak", delayMs: 750 } }).process([fixed], throwing(new TemporarySinkError()));
+    expect(fixed.calls.nak).toEqual([750]);
   });
 
   it("non-Error throws are handled too", async () => {
@@ -73,6 +95,7 @@ describe("CommitThenAck.process classification (fakes)", () => {
         events.push(`publish ${subject}, acked=${m.calls.ack}`);
         await published;
         events.push("publish confirmed");
+        return { stream: "DLQ", seq: 1, duplicate: false };
       }),
     };
     const p = new CommitThenAck({ deadLetter: { js, subject: "dlq.x" } }).process([m], throwing(new PermanentSinkError()));
@@ -84,10 +107,37 @@ describe("CommitThenAck.process classification (fakes)", () => {
     expect(result).toMatchObject({ outcome: "dead_lettered", deadLettered: 1 });
     expect(m.calls.ack).toBe(1);
     const [, , opts] = js.publish.mock.calls[0] as unknown as [string, Uint8Array, { msgID: string }];
-    expect(opts.msgID).toBe(`S:${m.seq}`);
+    // Unique per stream, consumer and sequence: two consumers of one stream keep two copies.
+    expect(opts.msgID).toBe(`S:C:${m.seq}`);
   });
 
-  it("a failed dead-letter publish leaves the original redeliverable, by the temporary-failure policy", async () => {
+  it("a dead-letter publish that returns no PubAck (a core connection's publish) is not a copy: nothing is acked", async () => {
+    for (const ack of [undefined, {}, { stream: "DLQ" }, { seq: 3 }, { stream: "", seq: 1 }, 7]) {
+      const m = fakeMsg();
+      const js = { publish: vi.fn(async () => ack) };
+      const result = await new CommitThenAck({ deadLetter: { js, subject: "dlq.x" } }).process([m], throwing(new PermanentSinkError()));
+      expect(result.outcome).toBe("left");
+      expect(result.messages[0]?.settleError).toBeInstanceOf(DeadLetterError);
+      expect((result.messages[0]?.settleError as DeadLetterError).reason).toBe("not_confirmed");
+      expect(m.calls).toMatchObject({ ack: 0, nak: [], term: [] });
+    }
+  });
+
+  it("a copy stored by the source stream itself is refused and the target marked unusable", async () => {
+    const js = { publish: vi.fn(async () => ({ stream: "S", seq: 9 })) };
+    const ack = new CommitThenAck({ deadLetter: { js, subject: "s.dlq" } });
+    const first = fakeMsg();
+    const r1 = await ack.process([first], throwing(new PermanentSinkError()));
+    expect((r1.messages[0]?.settleError as DeadLetterError).reason).toBe("source_stream");
+    expect(first.calls.ack).toBe(0);
+    const second = fakeMsg();
+    const r2 = await ack.process([second], throwing(new PermanentSinkError()));
+    expect((r2.messages[0]?.settleError as DeadLetterError).reason).toBe("target_unusable");
+    expect(js.publish).toHaveBeenCalledTimes(1);
+    expect(second.calls).toMatchObject({ ack: 0, nak: [], term: [] });
+  });
+
+  it("a failed dead-letter publish leaves the original redeliverable: nothing sent, no NAK loop", async () => {
     const m = fakeMsg();
     const boom = new Error("no stream");
     const js = { publish: vi.fn(async () => Promise.reject(boom)) };
@@ -95,19 +145,54 @@ describe("CommitThenAck.process classification (fakes)", () => {
       [m],
       throwing(new PermanentSinkError()),
     );
-    expect(result.outcome).toBe("nacked");
-    expect(result.messages[0]?.settleError).toBe(boom);
-    expect(m.calls).toMatchObject({ ack: 0, nak: [1000], term: [] });
+    expect(result.outcome).toBe("left");
+    const settleError = result.messages[0]?.settleError as DeadLetterError;
+    expect(settleError).toBeInstanceOf(DeadLetterError);
+    expect(settleError.reason).toBe("publish_failed");
+    expect(settleError.publishErrorName).toBe("Error");
+    expect(settleError.cause).toBeUndefined();
+    expect(m.calls).toMatchObject({ ack: 0, nak: [], term: [] });
   });
 
-  it("a malformed write report never turns into an ACK", async () => {
-    for (const report of [{ failed: "nope" }, { failed: [{ msg: fakeMsg(), error: 1 }] }, { failed: [null] }, 42]) {
+  it("a write's own result (a driver's result, a count, ids) is success: only an object with a failed array is a report", async () => {
+    for (const value of [{ rowCount: 3, rows: [] }, 42, [1, 2], "ok", { failed: 0 }, { failed: "nope" }, null, true]) {
       const msgs = [fakeMsg(), fakeMsg()];
-      const result = await new CommitThenAck({ onTemporaryFailure: { action: "leave" } }).process(msgs, () => report as never);
-      expect(result.acked).toBe(0);
-      expect(result.left).toBe(2);
-      expect(result.error).toBeInstanceOf(TypeError);
+      const result = await new CommitThenAck().process(msgs, () => value as never);
+      expect(result, JSON.stringify(value)).toMatchObject({ outcome: "acked", acked: 2 });
+      expect(result.reportError).toBeUndefined();
     }
+  });
+
+  it("a report naming a message outside the batch, or an entry without msg, settles what it can say and reports the rest", async () => {
+    const msgs = [fakeMsg(), fakeMsg(), fakeMsg()];
+    const failure = new TemporarySinkError("row locked");
+    const result = await new CommitThenAck({ onTemporaryFailure: { action: "leave" } }).process(msgs, (batch) => ({
+      failed: [{ msg: batch[1]!, error: failure }, { msg: fakeMsg(), error: 1 }, null, { error: 2 }],
+    }) as never);
+    expect(result).toMatchObject({ outcome: "partial", acked: 2, left: 1 });
+    expect(result.messages.map((r) => r.action)).toEqual(["acked", "left", "acked"]);
+    expect(result.messages[1]?.error).toBe(failure);
+    expect(result.reportError).toBeInstanceOf(TypeError);
+    expect(result.reportError?.message).toMatch(/2 entries without msg and 1 message not of this batch/);
+  });
+
+  it("a report that cannot be read (a throwing getter, a revoked proxy) counts every message as failed", async () => {
+    const throwingReport = Object.defineProperty({}, "failed", {
+      get() {
+        throw new Error("broken getter");
+      },
+    });
+    const msgs = [fakeMsg(), fakeMsg()];
+    const result = await new CommitThenAck({ onTemporaryFailure: { action: "leave" } }).process(msgs, () => throwingReport as never);
+    expect(result).toMatchObject({ acked: 0, left: 2 });
+    expect(result.reportError).toBeInstanceOf(TypeError);
+    // A revoked proxy cannot even be awaited: the write itself counts as failed.
+    const { proxy, revoke } = Proxy.revocable({ failed: [] }, {});
+    revoke();
+    const again = [fakeMsg(), fakeMsg()];
+    const revoked = await new CommitThenAck({ onTemporaryFailure: { action: "leave" } }).process(again, () => proxy as never);
+    expect(revoked).toMatchObject({ acked: 0, left: 2 });
+    expect(revoked.error).toBeInstanceOf(TypeError);
   });
 
   it("after a lost lease a temporary failure is left (a NAK would disturb the new delivery)", async () => {
@@ -146,7 +231,7 @@ describe("CommitThenAck.process classification (fakes)", () => {
     const msgs = [fakeMsg()];
     const result = await new CommitThenAck({ connection: { isClosed: () => true } as never }).process(msgs, async () => undefined);
     expect(result.outcome).toBe("left");
-    expect((result.messages[0]?.settleError as Error).name).toBe("ClosedConnectionError");
+    expect((result.messages[0]?.settleError as Error).name).toBe("ConnectionClosedError");
   });
 
   it("confirmed ACK: a timed-out ackAck is retried as a request on the reply subject", async () => {
@@ -213,11 +298,21 @@ describe("CommitThenAck.process classification (fakes)", () => {
       [{ deadLetter: { subject: "x" } }, /options\.deadLetter\.js/],
       [{ deadLetter: { js: { publish() {} }, subject: "dlq.>" } }, /options\.deadLetter\.subject/],
       [{ signal: "stop" }, /options\.signal/],
-      [{ confirmAck: { retries: 2 } }, /need options\.connection/],
+      [{ deadletter: {} }, /unknown option "deadletter" — did you mean "deadLetter"/],
+      [{ onTemporaryFailures: { action: "nak" } }, /did you mean "onTemporaryFailure"/],
+      [{ onTemporaryFailure: { action: "nak", delay: 5000 } }, /options\.onTemporaryFailure: unknown option "delay" — did you mean "delayMs"/],
+      [{ onTemporaryFailure: { action: "leave", delayMs: 5000 } }, /delayMs only applies/],
+      [{ deadLetter: { js: { publish() {}, subscribe() {}, flush() {} }, subject: "dlq.x" } }, /core NatsConnection/],
+      [{ deadLetter: { js: { publish() {} }, subject: "dlq.x", timeout: 5 } }, /did you mean "timeoutMs"/],
+      [{ confirmAck: { retry: 2 } }, /did you mean "retries"/],
+      [{ heartbeat: { onlimit: "abort" } }, /options\.heartbeat: unknown option "onlimit" — did you mean "onLimit"/],
+      [{ heartbeat: { onLimit: "stop" } }, /options\.heartbeat\.onLimit/],
+      [{ heartbeat: { confirm: {} } }, /options\.heartbeat\.confirm\.connection/],
+      [{ maxDeliver: 1.5 }, /options\.maxDeliver/],
       [{ confirmAck: { timeoutMs: 0, retries: 0 } }, /options\.confirmAck\.timeoutMs/],
       [{ backOff: "sometimes" }, /options\.backOff/],
       [{ connection: { info: {} } }, /options\.connection/],
-      [null, /options must be an object/],
+      [5, /must be an object/],
     ];
     for (const [options, pattern] of cases) expect(() => new CommitThenAck(options as never)).toThrow(pattern);
   });
@@ -232,5 +327,7 @@ describe("CommitThenAck.process classification (fakes)", () => {
     await expect(ack.run({} as never, async () => undefined)).rejects.toThrow(/pull consumer/);
     await expect(ack.run({ fetch: vi.fn() } as never, async () => undefined, { batchSize: 0 })).rejects.toThrow(/batchSize/);
     await expect(ack.run({ fetch: vi.fn() } as never, async () => undefined, { expiresMs: 500 })).rejects.toThrow(/expiresMs/);
+    await expect(ack.run({ fetch: vi.fn() } as never, async () => undefined, { batchsize: 5 } as never)).rejects.toThrow(/did you mean "batchSize"/);
+    await expect(ack.process([m], async () => undefined, { signl: undefined } as never)).rejects.toThrow(/did you mean "signal"/);
   });
 });

@@ -6,6 +6,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import {
   CommitThenAck,
+  DisconnectedError,
   InMemoryMetrics,
   LeaseExpiredError,
   MetricNames,
@@ -129,18 +130,38 @@ describe("withInProgress while the connection is down", () => {
 });
 
 describe("CommitThenAck settling while the connection is down", () => {
-  it("an ACK handed to a disconnected client is reported with a DisconnectedError settle error", async () => {
+  it("an ACK of a committed message is held while the client is between connections and sent after the reconnect", async () => {
     const m = fakeMsg();
     const link = onLink(m);
     const metrics = new InMemoryMetrics();
-    const ack = new CommitThenAck({ metrics });
+    const ack = new CommitThenAck({ metrics, timing: { ackWaitMs: 30_000, source: "configured" } });
+    const p = ack.process([m], () => {
+      link.down();
+    });
+    await new Promise((r) => setTimeout(r, 100));
+    expect(m.calls.ack).toBe(0);
+    link.up();
+    const result = await p;
+    expect(result.outcome).toBe("acked");
+    expect(m.calls.ack).toBe(1);
+    expect(result.messages[0]?.settleError).toBeUndefined();
+    expect(metrics.snapshot().counters[MetricNames.ACKS_HELD_TOTAL]).toBe(1);
+  });
+
+  it("an ACK still held when the lease runs out is reported unsent (DisconnectedError), never dropped silently", async () => {
+    const m = fakeMsg();
+    const link = onLink(m);
+    const metrics = new InMemoryMetrics();
+    const ack = new CommitThenAck({ metrics, timing: { ackWaitMs: 200, source: "configured" } });
     const result = await ack.process([m], () => {
       link.down();
     });
     expect(result.outcome).toBe("acked");
-    expect(m.calls.ack).toBe(1);
-    expect((result.messages[0]?.settleError as Error).name).toBe("DisconnectedError");
-    expect(metrics.snapshot().counters[MetricNames.SETTLE_FAILURES_TOTAL]).toBe(1);
+    expect(m.calls.ack).toBe(0);
+    expect(result.messages[0]?.settleError).toBeInstanceOf(DisconnectedError);
+    const c = metrics.snapshot().counters;
+    expect(c[MetricNames.ACKS_UNSENT_TOTAL]).toBe(1);
+    expect(c[MetricNames.SETTLE_FAILURES_TOTAL]).toBe(1);
   });
 
   it("a connected client acks with no settle error", async () => {

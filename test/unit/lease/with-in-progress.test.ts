@@ -401,14 +401,21 @@ describe("withInProgress with fake timers", () => {
     try {
       const m = fakeMsg();
       const done = deferred();
-      const p = withInProgress(m, () => done.promise, policy({ maxHeartbeats: 2 }, 10_000));
-      const settled = p.catch((e: unknown) => e);
+      let reason: unknown;
+      const p = withInProgress(m, (ctx) => {
+        ctx.signal.addEventListener("abort", () => (reason = ctx.signal.reason));
+        return done.promise.then(() => "finished");
+      }, policy({ maxHeartbeats: 2 }, 10_000));
+      let settled = false;
+      void p.then(() => (settled = true));
       await vi.advanceTimersByTimeAsync(5000);
       m.failWorking = Object.assign(new Error("secret.subject.name"), { name: "ClosedConnectionError" });
       await vi.advanceTimersByTimeAsync(20_000);
-      // The lease ended at 15 s and the work ignored the abort past the 1 s shutdown bound.
-      expect(await settled).toBeInstanceOf(LeaseExpiredError);
+      // The lease ended at 15 s: the work is told, and the call waits for it (no shutdown bound).
+      expect(reason).toBeInstanceOf(LeaseExpiredError);
+      expect(settled).toBe(false);
       done.resolve();
+      expect(await p).toBe("finished");
       expect(events.map(([n]) => n)).toEqual([
         DiagnosticsChannels.HEARTBEAT_SENT,
         DiagnosticsChannels.HEARTBEAT_FAILED,

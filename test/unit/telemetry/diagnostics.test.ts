@@ -61,6 +61,11 @@ async function runEveryEvent(): Promise<void> {
   });
   await vi.advanceTimersByTimeAsync(2000);
   await r;
+
+  // A temporary failure on the last allowed delivery, no dead-letter target: exhausted.
+  await new CommitThenAck({ maxDeliver: 1 }).process([fakeMsg()], () => {
+    throw new TemporarySinkError();
+  });
 }
 
 describe("diagnostics events without a subscriber", () => {

@@ -1,0 +1,92 @@
+/**
+ * The settle decision: which frame one message gets, from what is known about it. Pure — no
+ * I/O, no clock — so the whole table is tested exhaustively; sending the frame is elsewhere.
+ *
+ * | facts | frame |
+ * | --- | --- |
+ * | connection closed | none (`connection_closed`) |
+ * | committed | `+ACK` (also after a lost lease: the commit happened) |
+ * | failed on the last allowed delivery | dead-letter (final), else `+TERM` for a permanent failure, else none (`exhausted`) |
+ * | failed, cancelled by the host | none (`cancelled`) |
+ * | failed, lease lost | none (`lease_lost`: another worker may hold it) |
+ * | permanent failure | dead-letter, else `+TERM` |
+ * | temporary failure | `-NAK` with a delay, or none (`leave`) |
+ *
+ * "Failed" covers every message the write did not commit: a temporary or permanent error, a
+ * cancelled write, a write cut short by a lost lease.
+ */
+
+/** What the write did for one message. */
+export type Verdict = "committed" | "temporary" | "permanent";
+
+/** What is known about one message when it is settled. */
+export interface SettleFacts {
+  /** What the write did for it. */
+  readonly verdict: Verdict;
+  /** Its delivery count (1 for a first delivery), when readable. */
+  readonly deliveryCount: number | undefined;
+  /** The consumer's MaxDeliver, when known; `undefined`, `0` or negative: unlimited. */
+  readonly maxDeliver: number | undefined;
+  /** The host shut down before the write committed. */
+  readonly cancelled: boolean;
+  /** The batch's lease ran out while the write ran. */
+  readonly leaseLost: boolean;
+  /** The messages' connection is closed: no frame can be sent. */
+  readonly connectionClosed: boolean;
+}
+
+/** The instance's settle rules. */
+export interface SettleRules {
+  /** What a temporary failure gets when deliveries are left. */
+  readonly temporary: "nak" | "leave";
+  /** A dead-letter target is configured and usable. */
+  readonly deadLetter: boolean;
+}
+
+/** Why a message gets no frame. */
+export type NoFrameReason = "connection_closed" | "cancelled" | "lease_lost" | "leave" | "exhausted";
+
+/** The frame one message gets. */
+export type Decision =
+  | { readonly frame: "ack" }
+  | { readonly frame: "nak" }
+  | { readonly frame: "term" }
+  /** Publish a copy, then `+ACK`; `final`: no delivery is left, so a failed publish exhausts it. */
+  | { readonly frame: "dead_letter"; readonly final: boolean }
+  | { readonly frame: "none"; readonly reason: NoFrameReason };
+
+const ACK: Decision = Object.freeze({ frame: "ack" });
+const NAK: Decision = Object.freeze({ frame: "nak" });
+const TERM: Decision = Object.freeze({ frame: "term" });
+const DEAD_LETTER: Decision = Object.freeze({ frame: "dead_letter", final: false });
+const DEAD_LETTER_FINAL: Decision = Object.freeze({ frame: "dead_letter", final: true });
+const NONE: Readonly<Record<NoFrameReason, Decision>> = Object.freeze({
+  connection_closed: Object.freeze({ frame: "none", reason: "connection_closed" }),
+  cancelled: Object.freeze({ frame: "none", reason: "cancelled" }),
+  lease_lost: Object.freeze({ frame: "none", reason: "lease_lost" }),
+  leave: Object.freeze({ frame: "none", reason: "leave" }),
+  exhausted: Object.freeze({ frame: "none", reason: "exhausted" }),
+});
+
+/**
+ * Whether delivery `n` is the last the consumer allows: the server never delivers the message
+ * again, whatever is sent (a NAK or nothing both end it there).
+ */
+export function isLastDelivery(n: number | undefined, maxDeliver: number | undefined): boolean {
+  return n !== undefined && maxDeliver !== undefined && maxDeliver > 0 && n >= maxDeliver;
+}
+
+/** The frame for one message (see the module table). */
+export function decide(facts: SettleFacts, rules: SettleRules): Decision {
+  if (facts.connectionClosed) return NONE.connection_closed;
+  if (facts.verdict === "committed") return ACK;
+  // Nothing sent (or a NAK) on the last delivery would be a loss: only a copy keeps it.
+  if (isLastDelivery(facts.deliveryCount, facts.maxDeliver)) {
+    if (rules.deadLetter) return DEAD_LETTER_FINAL;
+    return facts.verdict === "permanent" && !facts.cancelled && !facts.leaseLost ? TERM : NONE.exhausted;
+  }
+  if (facts.cancelled) return NONE.cancelled;
+  if (facts.leaseLost) return NONE.lease_lost;
+  if (facts.verdict === "permanent") return rules.deadLetter ? DEAD_LETTER : TERM;
+  return rules.temporary === "nak" ? NAK : NONE.leave;
+}
