@@ -50,6 +50,8 @@ export type ViolationCode =
   | "invalid_backoff_mode"
   | "ack_wait_unknown"
   | "ack_wait_invalid"
+  | "ack_wait_too_long"
+  | "ack_wait_backoff_mismatch"
   | "interval_too_close_to_ack_wait"
   | "backoff_not_supported"
   | "backoff_invalid"

@@ -13,10 +13,26 @@ export interface Clock {
   clearTimer(handle: unknown): void;
 }
 
+/**
+ * The longest delay `setTimeout` holds: 2^31 − 1 ms (about 24.8 days). A longer one (or NaN)
+ * fires after 1 ms with a warning, so a timer re-armed for a far due time would spin.
+ */
+export const MAX_TIMER_DELAY_MS = 2_147_483_647;
+
+/**
+ * A delay `setTimeout` can hold: 0 for a due time already passed, at most
+ * {@link MAX_TIMER_DELAY_MS} (NaN and Infinity included) for one further away; the timer then
+ * fires early and whoever armed it arms it again.
+ */
+export function timerDelay(ms: number): number {
+  if (ms <= 0) return 0;
+  return ms < MAX_TIMER_DELAY_MS ? ms : MAX_TIMER_DELAY_MS;
+}
+
 export const systemClock: Clock = {
   now: () => performance.now(),
   setTimer: (fn, ms) => {
-    const t = setTimeout(fn, ms);
+    const t = setTimeout(fn, timerDelay(ms));
     // The heartbeat must never keep a host process alive on its own.
     t.unref?.();
     return t;
@@ -75,9 +91,12 @@ export class Scheduler {
 
   /**
    * Schedules `task` at `due` (monotonic ms), replacing any earlier schedule of it. `now`, when
-   * the caller just read the clock, spares reading it again.
+   * the caller just read the clock, spares reading it again. A due time further away than a
+   * timer holds is reached by re-arming; a NaN due time means never.
    */
   schedule(task: ScheduledTask, due: number, now?: number): void {
+    // NaN would break the heap order and never be due: it is "never", like Infinity.
+    if (Number.isNaN(due)) due = Number.POSITIVE_INFINITY;
     const existing = this.#entryOf(task);
     if (existing) {
       const before = existing.due;
@@ -127,8 +146,12 @@ export class Scheduler {
     }
     if (this.#timer !== undefined && this.#timerDue <= first.due) return;
     this.#disarm();
-    this.#timerDue = first.due;
-    this.#timer = this.#clock.setTimer(() => this.#tick(), Math.max(0, first.due - (now ?? this.#clock.now())));
+    const at = now ?? this.#clock.now();
+    const wait = first.due - at;
+    const delay = timerDelay(wait);
+    // Clamped: the timer fires before the task is due, finds nothing to run and re-arms.
+    this.#timerDue = delay < wait ? at + delay : first.due;
+    this.#timer = this.#clock.setTimer(() => this.#tick(), delay);
   }
 
   #disarm(): void {

@@ -18,6 +18,9 @@ import { markVerified } from "./verified-policies.js";
 
 const POLICY_FIELDS = ["enabled", "intervalMs", "maxHeartbeats", "shutdownTimeoutMs"] as const;
 
+/** Unknown fields described one by one; the rest are counted in one more violation. */
+const UNKNOWN_FIELDS_SHOWN = 5;
+
 const LIMITS = {
   intervalMs: { min: 1, max: 3_600_000, code: "invalid_interval" },
   maxHeartbeats: { min: 1, max: 10_000, code: "invalid_max_heartbeats" },
@@ -143,13 +146,22 @@ function readPolicy(policy: unknown, add: Add): Partial<Record<(typeof POLICY_FI
     add("invalid_policy", "policy", `policy must be an object, got ${describe(policy)}: pass { enabled, intervalMs, maxHeartbeats, shutdownTimeoutMs } or omit it for the disabled default`);
     return undefined;
   }
-  for (const key of Object.keys(record)) {
-    if ((POLICY_FIELDS as readonly string[]).includes(key)) continue;
+  // Every unknown key is refused, but only the first few are described: a policy with a
+  // million keys must not make a million violations.
+  const unknown = Object.keys(record).filter((key) => !(POLICY_FIELDS as readonly string[]).includes(key));
+  for (const key of unknown.slice(0, UNKNOWN_FIELDS_SHOWN)) {
     const guess = nearestKey(key, POLICY_FIELDS);
     add(
       "unknown_field",
-      key,
+      truncate(key, 64),
       `unknown field ${JSON.stringify(truncate(key))}${guess ? `: did you mean "${guess}"?` : ""} A misspelt field would silently keep its default; rename or remove it (known fields: ${POLICY_FIELDS.join(", ")})`,
+    );
+  }
+  if (unknown.length > UNKNOWN_FIELDS_SHOWN) {
+    add(
+      "unknown_field",
+      "policy",
+      `… and ${unknown.length - UNKNOWN_FIELDS_SHOWN} more unknown fields: a policy has only ${POLICY_FIELDS.join(", ")}`,
     );
   }
   return {
@@ -163,7 +175,8 @@ function readPolicy(policy: unknown, add: Add): Partial<Record<(typeof POLICY_FI
 function checkInteger(field: keyof typeof LIMITS, value: unknown, add: Add): number | undefined {
   if (value === undefined) return undefined;
   const { min, max, code } = LIMITS[field];
-  if (typeof value === "number" && Number.isInteger(value) && value >= min && value <= max) return value;
+  // `-0 + 0` is 0: a verified policy never carries -0.
+  if (typeof value === "number" && Number.isInteger(value) && value >= min && value <= max) return value + 0;
   let fix: string;
   if (typeof value !== "number") fix = "use a number";
   else if (!Number.isFinite(value)) fix = `use a finite integer between ${min} and ${max}`;

@@ -3,7 +3,8 @@
  * nanoseconds become the library's milliseconds.
  */
 import type { ConsumerTiming } from "./in-progress-policy.js";
-import { readRecord } from "./untrusted.js";
+import { MAX_BACKOFF_STEPS } from "./timing-limits.js";
+import { readList, readRecord } from "./untrusted.js";
 
 /**
  * Converts a JetStream duration (nanoseconds) to milliseconds. The one place where
@@ -21,7 +22,10 @@ export function nanosToMillis(ns: unknown): number {
  * Reads a consumer's effective ack timing from untrusted input: a `ConsumerInfo` (as
  * returned by `jsm.consumers.info`) or a `ConsumerConfig`, with `ack_wait` and `backoff` in
  * nanoseconds. Malformed values are carried through as `NaN` so the guardrails reject them;
- * this function never throws.
+ * this function never throws. Input that cannot be read at all (a revoked proxy, a throwing
+ * getter) gives `{ source }` alone. A BackOff list longer than the guardrails accept is read
+ * no further than one step past their limit, so they refuse it without the whole list being
+ * copied.
  *
  * @param config - a ConsumerInfo or ConsumerConfig, from the server or from the host.
  * @param source - where it came from; default `inspected`.
@@ -48,7 +52,9 @@ export function consumerTimingFromConfig(
   if (ackWait !== undefined) timing.ackWaitMs = nanosToMillis(ackWait);
   const backoff = inner["backoff"];
   if (backoff !== undefined && backoff !== null) {
-    timing.backOffMs = Array.isArray(backoff) ? backoff.map(nanosToMillis) : [Number.NaN];
+    const list = readList(backoff, MAX_BACKOFF_STEPS, MAX_BACKOFF_STEPS + 1);
+    const steps = list.kind === "list" ? list.values : list.kind === "too_long" ? list.head : [undefined];
+    timing.backOffMs = steps.map(nanosToMillis);
   }
   const maxDeliver = inner["max_deliver"];
   if (typeof maxDeliver === "number") timing.maxDeliver = maxDeliver;

@@ -16,24 +16,60 @@ export interface NakDelay {
 }
 
 /**
+ * The longest delay sent (ms): one year. The server reads the delay as a Go duration
+ * (int64 nanoseconds) and adds it to the current time in nanoseconds; a delay that does not
+ * fit fails to parse or overflows, and the server then redelivers at once, the opposite of
+ * what was asked.
+ */
+export const MAX_NAK_DELAY_MS = 365 * 86_400_000;
+
+/**
  * Computes the NAK delay for a message at delivery `n`.
  *
  * Without BackOff (or without BackOff-aware mode) the requested delay is sent as is. With
  * BackOff, the BackOff excess `BackOff[idx] - BackOff[0]` is subtracted; when the request is
  * shorter than that excess, the smallest positive delay (1 ms) is sent and the real wait
  * reported. A request of 0 stays a bare NAK: immediate redelivery on every server.
+ *
+ * Never throws. A request that is not a number above 0 (NaN included) is a bare NAK; one
+ * above {@link MAX_NAK_DELAY_MS} (Infinity included) is sent as that limit and reported as
+ * adjusted. An unusable delivery count is treated as unknown, and a BackOff list that cannot
+ * be read as none.
  */
 export function nakDelay(requestedMs: number, n: number | undefined, backOffMs: readonly number[] | undefined): NakDelay {
-  const requested = Math.max(0, Math.round(requestedMs));
-  if (requested === 0) return { sendMs: 0, effectiveMs: 0, adjusted: false };
-  if (!backOffMs || backOffMs.length === 0) return { sendMs: requested, effectiveMs: requested, adjusted: false };
-  const first = backOffMs[0]!;
-  // An unknown delivery count takes the largest step: the real wait is then at most what is reported.
-  const idx = n === undefined ? backOffMs.length - 1 : Math.min(Math.max(n, 1) - 1, backOffMs.length - 1);
+  const asked = typeof requestedMs === "number" && requestedMs > 0 ? Math.round(requestedMs) : 0;
+  if (asked === 0) return { sendMs: 0, effectiveMs: 0, adjusted: false };
+  const requested = Math.min(asked, MAX_NAK_DELAY_MS);
+  const excess = backOffExcess(n, backOffMs);
+  if (excess === undefined) return { sendMs: requested, effectiveMs: requested, adjusted: requested !== asked };
   // Negative when a later step is shorter than the first: the server then waits less than the
   // delay sent, so the delay must grow rather than be clamped.
-  const excess = backOffMs[idx]! - first;
-  const send = requested - excess;
-  if (send >= 1) return { sendMs: Math.round(send), effectiveMs: requested, adjusted: false };
+  const send = Math.min(Math.ceil(requested - excess), MAX_NAK_DELAY_MS);
+  if (send >= 1) {
+    const effectiveMs = send + excess;
+    return { sendMs: send, effectiveMs, adjusted: effectiveMs !== asked };
+  }
   return { sendMs: 1, effectiveMs: excess + 1, adjusted: true };
+}
+
+/** `BackOff[idx] - BackOff[0]` for delivery `n`, or `undefined` with no usable BackOff. */
+function backOffExcess(n: number | undefined, backOffMs: readonly number[] | undefined): number | undefined {
+  try {
+    if (backOffMs === undefined || backOffMs === null) return undefined;
+    const length: unknown = backOffMs.length;
+    if (typeof length !== "number" || !(length >= 1)) return undefined;
+    const last = Math.floor(Math.min(length, Number.MAX_SAFE_INTEGER)) - 1;
+    // An unknown delivery count takes the largest step: the real wait is then at most what is reported.
+    const idx = typeof n === "number" && n >= 1 ? Math.min(Math.floor(n) - 1, last) : last;
+    const first = backOffMs[0];
+    const step = backOffMs[idx];
+    if (!isStep(first) || !isStep(step)) return undefined;
+    return step - first;
+  } catch {
+    return undefined;
+  }
+}
+
+function isStep(v: unknown): v is number {
+  return typeof v === "number" && Number.isFinite(v) && v > 0;
 }

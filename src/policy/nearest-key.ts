@@ -4,9 +4,11 @@
 
 /**
  * The known key nearest to `key` (case, `_`, `-` and spaces ignored; a prefix counts as
- * exact), or `undefined` when none is within three edits.
+ * exact), or `undefined` when none is within three edits or the key is over 64 characters.
  */
 export function nearestKey(key: string, known: readonly string[]): string | undefined {
+  // A key this long is near nothing; normalising it would only copy it.
+  if (key.length > 64) return undefined;
   const n = normalise(key);
   let best: string | undefined;
   let bestDistance = Number.POSITIVE_INFINITY;

@@ -3,28 +3,63 @@
  * delivery n (the server overwrites AckWait with `BackOff[0]`).
  */
 import type { VerifiedInProgressPolicy } from "./in-progress-policy.js";
+import { MAX_BACKOFF_STEPS } from "./timing-limits.js";
 
 /**
  * The redelivery window (ms) of a message at delivery `n` under a verified policy. An unknown
- * delivery count takes the smallest BackOff step (the conservative choice).
+ * (or unusable: not a number, below 1) delivery count takes the smallest BackOff step, the
+ * conservative choice. Never throws: a policy that cannot be read gives 0, a lease that is
+ * already lost.
  */
 export function windowFor(policy: VerifiedInProgressPolicy, n: number | undefined): number {
-  const timing = policy.timing;
-  const backOff = policy.backOff === "aware" ? timing?.backOffMs : undefined;
-  if (backOff && backOff.length > 0) {
-    if (n === undefined) return Math.min(...backOff);
-    return backOff[Math.min(n - 1, backOff.length - 1)] ?? Math.min(...backOff);
+  try {
+    const timing = policy.timing;
+    const backOff = policy.backOff === "aware" ? timing?.backOffMs : undefined;
+    const length = stepCount(backOff);
+    if (backOff !== undefined && length > 0) {
+      const smallest = smallestStep(backOff, length);
+      if (typeof n !== "number" || !(n >= 1)) return smallest;
+      const step = backOff[Math.min(Math.floor(n) - 1, length - 1)];
+      return isWindow(step) ? step : smallest;
+    }
+    const ackWait = timing?.ackWaitMs;
+    return isWindow(ackWait) ? ackWait : 0;
+  } catch {
+    return 0;
   }
-  // A verified enabled policy always has one or the other.
-  return timing?.ackWaitMs ?? Math.min(...(backOff ?? [Number.NaN]));
 }
 
 /**
  * Whether every message gets the same window under `policy`, whatever its delivery count:
- * true unless a BackOff list is in effect (BackOff-aware mode with a non-empty list).
+ * true unless a BackOff list is in effect (BackOff-aware mode with a non-empty list). A
+ * policy that cannot be read counts as shared (its window is then the smallest one).
  */
 export function windowIsShared(policy: VerifiedInProgressPolicy): boolean {
-  if (policy.backOff !== "aware") return true;
-  const backOff = policy.timing?.backOffMs;
-  return !backOff || backOff.length === 0;
+  try {
+    if (policy.backOff !== "aware") return true;
+    return stepCount(policy.timing?.backOffMs) === 0;
+  } catch {
+    return true;
+  }
+}
+
+/** The number of steps to look at (0 for no list), never more than the guardrails accept. */
+function stepCount(backOff: readonly number[] | undefined): number {
+  if (backOff === undefined || backOff === null) return 0;
+  const length: unknown = backOff.length;
+  return typeof length === "number" && length > 0 ? Math.min(Math.floor(length), MAX_BACKOFF_STEPS) : 0;
+}
+
+/** The smallest usable step, in one loop (a spread into Math.min overflows on long lists); 0 when none is usable. */
+function smallestStep(backOff: readonly number[], length: number): number {
+  let smallest = Number.POSITIVE_INFINITY;
+  for (let i = 0; i < length; i++) {
+    const step = backOff[i];
+    if (isWindow(step) && step < smallest) smallest = step;
+  }
+  return smallest === Number.POSITIVE_INFINITY ? 0 : smallest;
+}
+
+function isWindow(v: unknown): v is number {
+  return typeof v === "number" && Number.isFinite(v) && v > 0;
 }

@@ -1,10 +1,14 @@
 /**
  * The checks of a consumer's timing: AckWait present and valid, BackOff acceptable under the
- * chosen mode, and the interval below 80% of the effective redelivery window.
+ * chosen mode, both short enough for heartbeat timers, and the interval below 80% of the
+ * effective redelivery window. Where nats-server refuses the same condition, its own words
+ * are quoted so an operator can search for them.
  */
 import type { PolicyViolation, ViolationCode } from "../errors.js";
+import { describeBackOff, readBackOff, type BackOffReading } from "./backoff-reading.js";
 import { ACK_WAIT_SAFETY_RATIO, type BackOffMode, type ConsumerTiming } from "./in-progress-policy.js";
 import { normalise } from "./nearest-key.js";
+import { LOOKS_LIKE_NANOS_MS, MAX_BACKOFF_STEPS, MAX_WINDOW_MS } from "./timing-limits.js";
 import { describe, fmt, readRecord, truncate } from "./untrusted.js";
 
 /** Collects one violation. */
@@ -13,23 +17,26 @@ export type Add = (code: ViolationCode, field: string, message: string) => void;
 /**
  * Checks a consumer's timing on its own (no interval): AckWait present and valid, and BackOff
  * acceptable under `mode`. Used where heartbeats are off but the timing still matters (NAK
- * delays, fail-closed setup).
+ * delays, fail-closed setup); the one-day limit of heartbeat windows does not apply. Never
+ * throws.
  */
 export function checkConsumerTiming(timing: ConsumerTiming | undefined, mode: BackOffMode): readonly PolicyViolation[] {
   const violations: PolicyViolation[] = [];
-  checkTiming(timing, mode, undefined, (code, field, message) => violations.push(Object.freeze({ code, field, message })));
+  checkTiming(timing, mode, undefined, (code, field, message) => violations.push(Object.freeze({ code, field, message })), false);
   return Object.freeze(violations);
 }
 
 /**
- * Checks `timing` for an interval (`undefined`: the timing alone) under `mode`; returns the
- * frozen timing that passed, or `undefined` with the violations added.
+ * Checks `timing` for an interval (`undefined`: none to compare) under `mode`; returns the
+ * frozen timing that passed, or `undefined` with the violations added. `heartbeats` (default
+ * true) also holds every window to {@link MAX_WINDOW_MS}.
  */
 export function checkTiming(
   timing: unknown,
   mode: BackOffMode | undefined,
   intervalMs: number | undefined,
   add: Add,
+  heartbeats = true,
 ): ConsumerTiming | undefined {
   const record = readRecord(timing);
   if (record === undefined) {
@@ -40,34 +47,49 @@ export function checkTiming(
     );
     return undefined;
   }
+  let refused = false;
+  const refuse: Add = (code, field, message) => {
+    refused = true;
+    add(code, field, message);
+  };
 
   const backOff = readBackOff(record["backOffMs"]);
   const ackWaitRaw = record["ackWaitMs"];
   // With a valid BackOff in aware mode, the server's effective AckWait is BackOff[0].
-  const backOffCarriesWindow = mode === "aware" && backOff.kind === "list" && backOff.valid;
+  const backOffCarriesWindow = mode === "aware" && backOff.kind === "valid";
 
   let ackWaitMs: number | undefined;
   if (ackWaitRaw === undefined) {
     if (!backOffCarriesWindow) {
-      const hint = Object.keys(record).find((k) => k !== "ackWaitMs" && normalise(k).startsWith("ackwait"));
-      add(
+      const hint = Object.keys(record).find((k) => k !== "ackWaitMs" && k.length <= 64 && normalise(k).startsWith("ackwait"));
+      refuse(
         "ack_wait_unknown",
         "timing.ackWaitMs",
         `InProgress is enabled but the consumer timing has no ackWaitMs${hint ? ` (found ${JSON.stringify(truncate(hint))}; the field is ackWaitMs, in milliseconds)` : ""}: set ackWaitMs to the consumer's AckWait or inspect it with CommitThenAck.forConsumer`,
       );
     }
-  } else if (typeof ackWaitRaw !== "number" || !Number.isFinite(ackWaitRaw) || ackWaitRaw <= 0) {
-    add(
+  } else if (!isPositiveFinite(ackWaitRaw)) {
+    refuse(
       "ack_wait_invalid",
       "timing.ackWaitMs",
-      `AckWait must be a finite number of milliseconds above 0, got ${describe(ackWaitRaw)}: fix the consumer's ack_wait (or the configured ackWaitMs)`,
+      `AckWait must be a finite number of milliseconds above 0, got ${describe(ackWaitRaw)}${invalidNote(ackWaitRaw, "ack wait")}: fix the consumer's ack_wait (or the configured ackWaitMs)`,
     );
+  } else if (backOffCarriesWindow) {
+    ackWaitMs = ackWaitRaw;
+    const first = backOff.values[0]!;
+    if (ackWaitMs !== first) {
+      refuse(
+        "ack_wait_backoff_mismatch",
+        "timing.ackWaitMs",
+        `ackWaitMs ${fmt(ackWaitMs)} differs from BackOff[0] ${fmt(first)} ms: with a BackOff the server ignores ack_wait and waits BackOff[0], and a pedantic nats-server (2.11+) refuses such a consumer ("pedantic mode: first backoff value has to equal batch AckWait"): set ackWaitMs to ${fmt(first)} or read the timing with consumerTimingFromConfig`,
+      );
+    }
   } else {
     ackWaitMs = ackWaitRaw;
-    // When a BackOff carries the window, the server ignores AckWait (it becomes BackOff[0]) and
-    // the BackOff check below is the stricter one.
-    if (!backOffCarriesWindow && intervalMs !== undefined && !belowSafetyRatio(intervalMs, ackWaitMs)) {
-      add(
+    if (heartbeats && ackWaitMs > MAX_WINDOW_MS) {
+      refuse("ack_wait_too_long", "timing.ackWaitMs", tooLong("AckWait", ackWaitMs, "ack_wait"));
+    } else if (intervalMs !== undefined && !belowSafetyRatio(intervalMs, ackWaitMs)) {
+      refuse(
         "interval_too_close_to_ack_wait",
         "intervalMs",
         `intervalMs ${intervalMs} must be below ${fmt(ACK_WAIT_SAFETY_RATIO * ackWaitMs)} ms (80% of AckWait ${fmt(ackWaitMs)} ms): ${wayOut(ackWaitMs, intervalMs, "ack_wait")}`,
@@ -76,53 +98,74 @@ export function checkTiming(
   }
 
   if (backOff.kind === "none") {
-    return freezeTiming(record, ackWaitMs, undefined);
+    return refused ? undefined : freezeTiming(record, ackWaitMs, undefined);
   }
   if (mode === "reject") {
-    add(
+    refuse(
       "backoff_not_supported",
       "timing.backOffMs",
-      `the consumer has a BackOff (${describeBackOff(backOff)}), which overrides AckWait per delivery: remove the consumer's backoff, or opt into BackOff-aware mode with { backOff: "aware" }`,
+      `the consumer has a BackOff (${describeBackOff(backOff)}), which overrides AckWait per delivery${ignoredAckWait(ackWaitRaw, backOff)}${negativeStep(backOff)}: remove the consumer's backoff, or opt into BackOff-aware mode with { backOff: "aware" }`,
     );
     return undefined;
   }
   if (mode === undefined) return undefined;
-  if (!backOff.valid || backOff.kind !== "list") {
-    add(
-      "backoff_invalid",
-      "timing.backOffMs",
-      `BackOff must be a list of finite durations above 0 ms, got ${describeBackOff(backOff)}: fix the consumer's backoff`,
-    );
+  if (backOff.kind !== "valid") {
+    refuse("backoff_invalid", "timing.backOffMs", backOffProblem(backOff));
     return undefined;
   }
-  const smallest = Math.min(...backOff.values);
+  if (heartbeats && backOff.longest.value > MAX_WINDOW_MS) {
+    refuse("ack_wait_too_long", "timing.backOffMs", tooLong(`BackOff[${backOff.longest.index}]`, backOff.longest.value, "backoff"));
+  }
+  const smallest = backOff.smallest;
   if (intervalMs !== undefined && !belowSafetyRatio(intervalMs, smallest)) {
-    add(
+    refuse(
       "interval_too_close_to_backoff",
       "intervalMs",
       `intervalMs ${intervalMs} must be below ${fmt(ACK_WAIT_SAFETY_RATIO * smallest)} ms (80% of the smallest BackOff step ${fmt(smallest)} ms): ${wayOut(smallest, intervalMs, "smallest backoff step")}`,
     );
   }
-  return freezeTiming(record, ackWaitMs, backOff.values);
+  return refused ? undefined : freezeTiming(record, ackWaitMs, backOff.values);
 }
 
-type BackOffReading =
-  | { readonly kind: "none" }
-  | { readonly kind: "list"; readonly values: readonly number[]; readonly valid: boolean }
-  | { readonly kind: "malformed"; readonly valid: false; readonly raw: unknown };
+function isPositiveFinite(v: unknown): v is number {
+  return typeof v === "number" && Number.isFinite(v) && v > 0;
+}
 
-function readBackOff(raw: unknown): BackOffReading {
-  if (raw === undefined) return { kind: "none" };
-  if (!Array.isArray(raw)) return { kind: "malformed", valid: false, raw };
-  let values: unknown[];
-  try {
-    values = Array.from(raw as unknown[]);
-  } catch {
-    return { kind: "malformed", valid: false, raw: "unreadable list" };
+/** Why a duration is refused, in the server's words where it refuses it too. */
+function invalidNote(v: unknown, what: "ack wait" | "backoff"): string {
+  if (typeof v === "bigint") return ", a bigint: durations are numbers of milliseconds (convert it with Number())";
+  if (typeof v === "number" && v < 0) return `, which nats-server 2.12+ refuses ("consumer ${what} needs to be positive")`;
+  if (typeof v === "number" && v === 0 && what === "backoff") return ", which makes the server redeliver at once";
+  return "";
+}
+
+function backOffProblem(b: Exclude<BackOffReading, { kind: "none" | "valid" }>): string {
+  if (b.kind === "too_long") {
+    return `BackOff has more than ${MAX_BACKOFF_STEPS} steps, the most this library reads: the server repeats the last step for every later delivery, so shorten the consumer's backoff`;
   }
-  if (values.length === 0) return { kind: "none" };
-  const valid = values.every((v) => typeof v === "number" && Number.isFinite(v) && v > 0);
-  return { kind: "list", values: values as number[], valid };
+  const which = b.kind === "bad_step" ? `; BackOff[${b.bad.index}] is ${describe(b.bad.value)}${invalidNote(b.bad.value, "backoff")}` : "";
+  return `BackOff must be a list of finite durations above 0 ms, got ${describeBackOff(b)}${which}: fix the consumer's backoff`;
+}
+
+/** In reject mode: when AckWait and BackOff[0] differ, the server goes by BackOff[0]. */
+function ignoredAckWait(ackWait: unknown, b: BackOffReading): string {
+  if (b.kind !== "valid" || !isPositiveFinite(ackWait) || ackWait === b.values[0]) return "";
+  return `; the server ignores ack_wait ${fmt(ackWait)} ms and waits BackOff[0] ${fmt(b.values[0]!)} ms`;
+}
+
+/** In reject mode: a negative step, which newer servers refuse outright. */
+function negativeStep(b: BackOffReading): string {
+  return b.kind === "bad_step" && b.negative ? `; a negative step, which nats-server 2.12+ refuses ("consumer backoff needs to be positive")` : "";
+}
+
+/** An AckWait or BackOff step above one day, with the nanosecond suspicion when it fits. */
+function tooLong(what: string, valueMs: number, setting: "ack_wait" | "backoff"): string {
+  const nanos = valueMs >= LOOKS_LIKE_NANOS_MS;
+  const why = nanos ? `; it looks like nanoseconds passed as milliseconds (${fmt(valueMs)} ns is ${fmt(valueMs / 1e6)} ms)` : "";
+  const fix = nanos
+    ? `pass milliseconds (consumerTimingFromConfig converts a ConsumerConfig's nanoseconds)`
+    : `lower the consumer's ${setting} to at most a day, or leave InProgress off for this consumer`;
+  return `${what} ${fmt(valueMs)} ms is above the one-day limit for heartbeats (${MAX_WINDOW_MS} ms)${why}: ${fix}`;
 }
 
 function freezeTiming(
@@ -159,10 +202,4 @@ function wayOut(windowMs: number, intervalMs: number, what: string): string {
   const most = largestSafeInterval(windowMs);
   const raise = `raise the consumer's ${what} above ${fmt(intervalMs * 1.25)} ms`;
   return most >= 1 ? `use at most ${most} or ${raise}` : `no interval fits this window; ${raise}`;
-}
-
-function describeBackOff(b: BackOffReading): string {
-  if (b.kind === "list") return `[${b.values.map((v) => (typeof v === "number" ? `${fmt(v)} ms` : describe(v))).join(", ")}]`;
-  if (b.kind === "malformed") return describe(b.raw);
-  return "none";
 }

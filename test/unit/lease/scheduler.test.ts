@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { Scheduler, type ScheduledTask } from "../../../src/lease/scheduler.js";
+import { MAX_TIMER_DELAY_MS, Scheduler, timerDelay, type Clock, type ScheduledTask } from "../../../src/lease/scheduler.js";
 import { ManualClock } from "../../helpers/fakes.js";
 
 function task(log: string[], name: string): ScheduledTask {
@@ -43,5 +43,76 @@ describe("Scheduler", () => {
     expect(s1.has(t)).toBe(true);
     s1.cancel(t);
     expect(s1.has(t)).toBe(false);
+  });
+
+  describe("regression: a due time further away than setTimeout holds never makes the timer spin", () => {
+    /** A ManualClock that records every delay it is asked to arm. */
+    function recording(): { clock: ManualClock & Clock; delays: number[] } {
+      const clock = new ManualClock();
+      const delays: number[] = [];
+      const setTimer = clock.setTimer.bind(clock);
+      clock.setTimer = (fn: () => void, ms: number) => {
+        delays.push(ms);
+        return setTimer(fn, ms);
+      };
+      return { clock, delays };
+    }
+
+    it("a due time 2^40 ms away arms one timer no longer than 2^31 - 1 ms, and the task runs at its due time", () => {
+      const { clock, delays } = recording();
+      const s = new Scheduler(clock);
+      const due = clock.now() + 2 ** 40;
+      const runs: Array<[number, number]> = [];
+      s.schedule({ run: (now, d) => void runs.push([now, d]) }, due);
+      expect(delays).toHaveLength(1);
+      expect(delays[0]).toBeLessThanOrEqual(2 ** 31 - 1);
+      expect(clock.pendingTimers).toBe(1);
+
+      // Nothing spins while waiting: no new timer in ten seconds.
+      clock.advance(10_000);
+      expect(delays).toHaveLength(1);
+      expect(runs).toEqual([]);
+
+      clock.advance(due - clock.now());
+      expect(runs).toEqual([[due, due]]);
+      // One re-arm per 2^31 - 1 ms, never more.
+      expect(delays.length).toBeLessThanOrEqual(Math.ceil(2 ** 40 / MAX_TIMER_DELAY_MS) + 1);
+      expect(Math.max(...delays)).toBeLessThanOrEqual(MAX_TIMER_DELAY_MS);
+      expect(s.size).toBe(0);
+      expect(clock.pendingTimers).toBe(0);
+    });
+
+    it("an earlier task scheduled behind a clamped timer still runs on time", () => {
+      const { clock } = recording();
+      const s = new Scheduler(clock);
+      const log: string[] = [];
+      s.schedule(task(log, "far"), clock.now() + 2 ** 40);
+      s.schedule(task(log, "near"), clock.now() + 5000);
+      clock.advance(5000);
+      expect(log).toEqual(["near"]);
+      expect(clock.pendingTimers).toBe(1);
+    });
+
+    it("NaN and Infinity due times never run and arm at most one long timer", () => {
+      const { clock, delays } = recording();
+      const s = new Scheduler(clock);
+      const log: string[] = [];
+      s.schedule(task(log, "nan"), Number.NaN);
+      s.schedule(task(log, "inf"), Number.POSITIVE_INFINITY);
+      expect(delays.every((d) => d === MAX_TIMER_DELAY_MS)).toBe(true);
+      clock.advance(MAX_TIMER_DELAY_MS * 3);
+      expect(log).toEqual([]);
+      expect(delays.length).toBeLessThanOrEqual(4);
+      expect(clock.pendingTimers).toBe(1);
+    });
+
+    it("timerDelay clamps what setTimeout cannot hold", () => {
+      expect(timerDelay(-5)).toBe(0);
+      expect(timerDelay(0)).toBe(0);
+      expect(timerDelay(1500)).toBe(1500);
+      expect(timerDelay(2 ** 31)).toBe(2 ** 31 - 1);
+      expect(timerDelay(Number.POSITIVE_INFINITY)).toBe(2 ** 31 - 1);
+      expect(timerDelay(Number.NaN)).toBe(2 ** 31 - 1);
+    });
   });
 });

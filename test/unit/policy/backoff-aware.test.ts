@@ -4,7 +4,7 @@ import { CommitThenAck, TemporarySinkError, verifyInProgressPolicy, withInProgre
 import { maxDeliverProblem } from "../../../src/policy/max-deliver.js";
 import { windowFor } from "../../../src/policy/redelivery-window.js";
 import { nakDelay } from "../../../src/policy/nak-delay.js";
-import { atLeast, parseVersion } from "../../../src/policy/server-version.js";
+import { atLeast, compareVersions, parseVersion } from "../../../src/policy/server-version.js";
 import { fakeMsg } from "../../helpers/fakes.js";
 
 const BACKOFF = [1000, 4000] as const;
@@ -158,14 +158,46 @@ describe("MaxDeliver with BackOff, by server version", () => {
 
 describe("server versions", () => {
   it("parses and compares", () => {
-    expect(parseVersion("2.9.10")).toEqual([2, 9, 10]);
-    expect(parseVersion("v2.10.4-beta.1")).toEqual([2, 10, 4]);
+    // A parsed version keeps its pre-release apart from the release it precedes.
+    expect(parseVersion("2.9.10")).toEqual({ release: [2, 9, 10], prerelease: [] });
+    expect(parseVersion("v2.10.4-beta.1")).toEqual({ release: [2, 10, 4], prerelease: ["beta", 1] });
+    expect(parseVersion("2.15.0-dev+a1b2c3")).toEqual({ release: [2, 15, 0], prerelease: ["dev"] });
+    expect(parseVersion("2.10.27+build.7")).toEqual({ release: [2, 10, 27], prerelease: [] });
     expect(parseVersion("nope")).toBeUndefined();
     expect(parseVersion(undefined)).toBeUndefined();
+    expect(parseVersion(`2.10.4-${"x".repeat(1_000_000)}`)).toBeUndefined();
     expect(atLeast("2.10.4", [2, 10, 4])).toBe(true);
     expect(atLeast("2.10.3", [2, 10, 4])).toBe(false);
     expect(atLeast("2.9.10", [2, 10, 4])).toBe(false);
     expect(atLeast("3.0.0", [2, 10, 4])).toBe(true);
     expect(atLeast(undefined, [2, 10, 4])).toBeUndefined();
+  });
+
+  it("regression: a pre-release compares below its release (semver), so its features are not assumed", () => {
+    expect(atLeast("2.10.4-beta.1", [2, 10, 4])).toBe(false);
+    expect(atLeast("2.10.4-beta", [2, 10, 4])).toBe(false);
+    expect(atLeast("v2.11.0-RC.1", [2, 11, 0])).toBe(false);
+    expect(atLeast("2.10.4-", [2, 10, 4])).toBe(false);
+    // A pre-release of a later release is still later.
+    expect(atLeast("2.10.5-beta", [2, 10, 4])).toBe(true);
+    expect(atLeast("2.11.0-RC.1", [2, 10, 23])).toBe(true);
+    // Build metadata is not a pre-release.
+    expect(atLeast("2.10.4+build", [2, 10, 4])).toBe(true);
+  });
+
+  it("orders pre-releases the semver way", () => {
+    // The precedence example of semver 2.0.0, section 11.
+    const ordered = ["1.0.0-alpha", "1.0.0-alpha.1", "1.0.0-alpha.beta", "1.0.0-beta", "1.0.0-beta.2", "1.0.0-beta.11", "1.0.0-rc.1", "1.0.0"];
+    const parsed = ordered.map((v) => parseVersion(v)!);
+    for (let i = 0; i < parsed.length; i++) {
+      for (let j = 0; j < parsed.length; j++) {
+        expect(Math.sign(compareVersions(parsed[i]!, parsed[j]!)), `${ordered[i]} vs ${ordered[j]}`).toBe(Math.sign(i - j));
+      }
+    }
+  });
+
+  it("the MaxDeliver rule on a release candidate is the rule of the release before it", () => {
+    expect(maxDeliverProblem(2, 2, "2.10.23")).toBeUndefined();
+    expect(maxDeliverProblem(2, 2, "2.10.23-RC.1")).toMatch(/set max_deliver to at least 3/);
   });
 });

@@ -91,6 +91,13 @@ describe("checkInProgressPolicy: table of cases", () => {
     ["aware: BackOff of strings", { enabled: true, intervalMs: 100 }, { ackWaitMs: 1000, backOffMs: ["1s"], source: "inspected" }, { backOff: "aware" }, ["backoff_invalid"]],
     ["aware: no BackOff falls back to AckWait", { enabled: true, intervalMs: 24_000 }, T30, { backOff: "aware" }, ["interval_too_close_to_ack_wait"]],
     ["aware: invalid BackOff and no AckWait", { enabled: true, intervalMs: 100 }, { backOffMs: [Number.NaN], source: "inspected" }, { backOff: "aware" }, ["ack_wait_unknown", "backoff_invalid"]],
+    ["ackWait of one day", { enabled: true }, { ackWaitMs: 86_400_000, source: "configured" }, undefined, []],
+    ["ackWait above one day", { enabled: true }, { ackWaitMs: 86_400_001, source: "configured" }, undefined, ["ack_wait_too_long"]],
+    ["ackWait in nanoseconds", { enabled: true }, { ackWaitMs: 30_000_000_000, source: "configured" }, undefined, ["ack_wait_too_long"]],
+    ["aware: BackOff step above one day", { enabled: true, intervalMs: 700 }, { backOffMs: [1000, 86_400_001], source: "inspected" }, { backOff: "aware" }, ["ack_wait_too_long"]],
+    ["aware: AckWait differs from BackOff[0]", { enabled: true, intervalMs: 700 }, { ackWaitMs: 30_000, backOffMs: [1000, 4000], source: "configured" }, { backOff: "aware" }, ["ack_wait_backoff_mismatch"]],
+    ["aware: BackOff of 10,001 steps", { enabled: true, intervalMs: 700 }, { ackWaitMs: 1000, backOffMs: Array(10_001).fill(1000), source: "inspected" }, { backOff: "aware" }, ["backoff_invalid"]],
+    ["aware: BackOff of 10,000 steps", { enabled: true, intervalMs: 700 }, { ackWaitMs: 1000, backOffMs: Array(10_000).fill(1000), source: "inspected" }, { backOff: "aware" }, []],
     ["unknown BackOff mode", { enabled: true }, T30, { backOff: "ignore" }, ["invalid_backoff_mode"]],
     ["options not an object", { enabled: true }, T30, "aware", ["invalid_backoff_mode"]],
     [
