@@ -124,6 +124,10 @@ export class InProgressPolicyError extends Error {
  *   under the connected server's rules.
  * - `dead_letter_loop`: the source stream itself captures the dead-letter subject.
  * - `dead_letter_uncaptured`: no stream captures the dead-letter subject.
+ * - `priority_group_required`: the consumer has priority groups (nats-server 2.11+) and the
+ *   loop's `pull.group` names none of them (or names one the consumer does not have).
+ * - `max_ack_pending_below_capacity`: reported by `run`/`runEach` to `onError` at start, not
+ *   thrown: the consumer's `max_ack_pending` is below what the loop could hold at once.
  *
  * @example
  * ```ts
@@ -140,7 +144,9 @@ export type ConsumerPolicyReason =
   | "ack_wait_drift"
   | "max_deliver_backoff"
   | "dead_letter_loop"
-  | "dead_letter_uncaptured";
+  | "dead_letter_uncaptured"
+  | "priority_group_required"
+  | "max_ack_pending_below_capacity";
 
 /**
  * A durable consumer could not be inspected, or is unsuitable for commit-then-ack with the

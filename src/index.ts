@@ -67,7 +67,7 @@ export type { DeadLetterTarget } from "./settle/dead-letter.js";
 export { CommitThenAck } from "./consume/commit-then-ack.js";
 export type { CommitThenAckOptions, ForConsumerOptions, ProcessOptions } from "./consume/commit-then-ack-options.js";
 export type { ConsumerBinding } from "./consume/consumer-binding.js";
-export type { RunOptions } from "./consume/run-loop.js";
+export type { PullOptions, RunEachOptions, RunErrorContext, RunOptions } from "./consume/run-options.js";
 
 // Consumer health.
 export { watchConsumer } from "./health/watch-consumer.js";

@@ -5,7 +5,7 @@
  * terminated — never lost.
  */
 import type { Consumer, JetStreamManager, JsMsg } from "@nats-io/jetstream";
-import { InProgressPolicyError, LeaseExpiredError } from "../errors.js";
+import { ConsumerPolicyError, InProgressPolicyError, LeaseExpiredError } from "../errors.js";
 import { sharedScheduler } from "../lease/scheduler.js";
 import type { WorkContext } from "../lease/work-context.js";
 import { abortReasonOf } from "../lease/work-run.js";
@@ -33,7 +33,19 @@ import {
 import { readBinding, type ConsumerBinding } from "./consumer-binding.js";
 import { checkDeadLetterSubject } from "./dead-letter-check.js";
 import { inspectConsumer } from "./inspect.js";
-import { runLoop, validateRunOptions, type RunOptions } from "./run-loop.js";
+import { consumeSource, fetchSource } from "./pull-source.js";
+import { runEachMessage } from "./run-each.js";
+import { runBatches, type LoopContext } from "./run-loop.js";
+import {
+  callGuarded,
+  checkPullAgainstBinding,
+  validateRunEachOptions,
+  validateRunOptions,
+  type LoopSettings,
+  type RunEachOptions,
+  type RunOptions,
+} from "./run-options.js";
+import { WriteTracker } from "./write-tracker.js";
 
 /**
  * Commit-then-ack for a JetStream consumer: runs the host's write under bounded InProgress
@@ -246,37 +258,173 @@ export class CommitThenAck {
   }
 
   /**
-   * A fetch loop for services that want one: fetches bounded batches, processes each one as
-   * soon as its fetch returns (passing each message's receive time on), and retries fetch
-   * errors with a bounded backoff. On abort it stops fetching, lets the in-flight batch finish
-   * within `shutdownTimeoutMs`, settles it, and resolves. It rejects only when the connection
-   * is closed for good.
+   * A consumer loop for services that want one: pulls bounded batches and writes up to
+   * `concurrency` of them at once (the next pull goes out while fewer are in flight), each
+   * under the heartbeat policy and settled by the decision table. A partial batch starts once
+   * its first message has waited the heartbeat interval (or a quarter of a known AckWait with
+   * heartbeats off), so no message waits in a pull until its lease is gone. Pull errors are
+   * retried with a bounded backoff and reported to `onError`; every settled batch goes to
+   * `onBatch`.
+   *
+   * On abort it stops pulling at once, tells the writes in flight through their `ctx.signal`,
+   * writes what already arrived within `shutdownTimeoutMs` (handing it back would spend a
+   * delivery), and resolves once no write it started is still running. It rejects only for bad
+   * arguments (before the first pull) or when the connection is closed for good.
+   *
+   * A consumer with priority groups (nats-server 2.11+) is pulled through `pull.group`; with
+   * `forConsumer`, a pull that names none of its groups is refused before the first pull. A
+   * `pinned_client` consumer is read through one long-lived subscription that keeps the pin.
    *
    * @param consumer - a pull consumer (`js.consumers.get(stream, durable)`).
-   * @param write - the host's write.
-   * @param options - batch size, fetch expiry, signal, error callback.
+   * @param write - the host's write for one batch.
+   * @param options - batch size, pull expiry, concurrency, signal, callbacks, pull options.
    * @returns a promise that resolves after a graceful stop.
+   * @throws `TypeError` for bad options; {@link ConsumerPolicyError} (`priority_group_required`).
    *
    * @example
    * ```ts
    * const shutdown = new AbortController();
    * process.once("SIGTERM", () => shutdown.abort());
-   * await ack.run(await js.consumers.get("ORDERS", "writer"), write, { batchSize: 50, signal: shutdown.signal });
+   * await ack.run(await js.consumers.get("ORDERS", "writer"), write, {
+   *   batchSize: 100,
+   *   concurrency: 4,
+   *   signal: shutdown.signal,
+   *   onError: (err, ctx) => log.warn({ during: ctx.during, name: (err as Error).name }),
+   * });
    * ```
    */
-  async run(consumer: Pick<Consumer, "fetch">, write: BatchWrite, options: RunOptions = {}): Promise<void> {
+  async run(consumer: Pick<Consumer, "fetch"> & Partial<Pick<Consumer, "consume" | "info">>, write: BatchWrite, options: RunOptions = {}): Promise<void> {
     if (!consumer || typeof consumer.fetch !== "function") throw new TypeError("consumer must be a pull consumer (js.consumers.get(stream, durable))");
     if (typeof write !== "function") throw new TypeError("write must be a function (msgs, ctx) => Promise<void>");
-    const o = validateRunOptions(options);
-    const signal = combineSignals(this.#options.signal, o.signal);
-    await runLoop(consumer, {
-      ...o,
-      ...(signal !== undefined ? { signal } : {}),
-      metrics: this.#metrics,
-      connection: this.#options.connection,
-      shutdownTimeoutMs: this.#shutdownTimeoutMs,
-      process: (msgs, receivedAt, batchSignal) => this.#process(msgs, write, batchSignal, receivedAt),
-    });
+    const settings = validateRunOptions(options);
+    const loop = await this.#loopContext(consumer, settings);
+    const tracker = new WriteTracker();
+    const tracked = tracker.wrap(write);
+    try {
+      await runBatches(loop.settings, {
+        ...loop.context,
+        waitAfterFirstMs: this.#partialBatchWaitMs(),
+        process: (msgs, receivedAt, signal) => this.#process(msgs, tracked, signal, receivedAt),
+      });
+    } finally {
+      await tracker.idle();
+    }
+  }
+
+  /**
+   * A per-message consumer loop: `handle(msg, ctx)` for every message, at most `concurrency`
+   * at once, each message supervised on its own lease from the moment it arrives (heartbeats
+   * for every message in flight share the one scheduler timer) and settled by the decision
+   * table as a batch of one as soon as its handler settles. A handler's return value means
+   * success (only a thrown error is a failure); throw {@link TemporarySinkError} or
+   * {@link PermanentSinkError} to choose the settle path. Shutdown, errors and priority groups
+   * as for {@link CommitThenAck.run}; every settled message goes to `onResult`.
+   *
+   * @param consumer - a pull consumer (`js.consumers.get(stream, durable)`).
+   * @param handle - the host's work for one message.
+   * @param options - concurrency, pull size and expiry, signal, callbacks, pull options.
+   * @returns a promise that resolves after a graceful stop.
+   * @throws `TypeError` for bad options; {@link ConsumerPolicyError} (`priority_group_required`).
+   *
+   * @example
+   * ```ts
+   * await ack.runEach(await js.consumers.get("ORDERS", "notifier"), async (msg, ctx) => {
+   *   const res = await fetch("http://mailer.internal/send", { method: "POST", body: msg.data, signal: ctx.signal });
+   *   if (res.status >= 500) throw new TemporarySinkError(`mailer answered ${res.status}`);
+   *   if (!res.ok) throw new PermanentSinkError(`mailer refused the message (${res.status})`);
+   * }, { concurrency: 32, signal: shutdown.signal });
+   * ```
+   */
+  async runEach(
+    consumer: Pick<Consumer, "fetch"> & Partial<Pick<Consumer, "consume" | "info">>,
+    handle: (msg: JsMsg, ctx: WorkContext) => unknown,
+    options: RunEachOptions = {},
+  ): Promise<void> {
+    if (!consumer || typeof consumer.fetch !== "function") throw new TypeError("consumer must be a pull consumer (js.consumers.get(stream, durable))");
+    if (typeof handle !== "function") throw new TypeError("handle must be a function (msg, ctx) => Promise<unknown>");
+    const settings = validateRunEachOptions(options);
+    const loop = await this.#loopContext(consumer, settings);
+    const tracker = new WriteTracker();
+    const tracked = tracker.wrap(handle);
+    try {
+      await runEachMessage(loop.settings, {
+        ...loop.context,
+        processOne: (m, at, signal, gate) =>
+          this.#process(
+            [m],
+            async (msgs, ctx) => {
+              const release = await gate(ctx.signal);
+              try {
+                return await tracked(msgs[0]!, ctx);
+              } finally {
+                release();
+              }
+            },
+            signal,
+            () => at,
+          ),
+      });
+    } finally {
+      await tracker.idle();
+    }
+  }
+
+  /** What both loops share: the combined signal, the source, the checks before the first pull. */
+  async #loopContext(
+    consumer: Pick<Consumer, "fetch"> & Partial<Pick<Consumer, "consume" | "info">>,
+    settings: LoopSettings,
+  ): Promise<{ settings: LoopSettings; context: Omit<LoopContext, "process" | "waitAfterFirstMs"> }> {
+    checkPullAgainstBinding(settings.pull, this.#binding);
+    const signal = combineSignals(this.#options.signal, settings.signal);
+    const capacity = settings.concurrency * settings.batchSize;
+    const maxAckPending = this.#binding?.maxAckPending;
+    if (maxAckPending !== undefined && maxAckPending < capacity && this.#binding !== undefined) {
+      const { stream, consumer: name } = this.#binding;
+      callGuarded(
+        settings.onError,
+        new ConsumerPolicyError("max_ack_pending_below_capacity", {
+          stream,
+          consumer: name,
+          message: `its max_ack_pending is ${maxAckPending}, below the ${capacity} messages the loop could hold (concurrency × batchSize): the loop holds at most ${maxAckPending}; raise max_ack_pending or lower concurrency or batchSize`,
+        }),
+        Object.freeze({ during: "start" as const }),
+      );
+    }
+    const pinned = await isPinned(consumer, this.#binding, settings.pull);
+    const source =
+      pinned && typeof consumer.consume === "function"
+        ? consumeSource(consumer as Pick<Consumer, "consume">, settings.expiresMs, Math.min(capacity, maxAckPending ?? capacity), settings.pull)
+        : fetchSource(consumer, settings.expiresMs, settings.pull);
+    return {
+      settings: { ...settings, signal },
+      context: { source, metrics: this.#metrics, connection: this.#options.connection, shutdownTimeoutMs: this.#shutdownTimeoutMs, maxAckPending },
+    };
+  }
+
+  /**
+   * How long a partial batch may wait after its first message: the heartbeat interval (the
+   * first beat is due then), or a quarter of the redelivery window when heartbeats are off and
+   * it is known; otherwise the pull's own expiry.
+   */
+  #partialBatchWaitMs(): number | undefined {
+    const policy = this.#policy;
+    if (isVerifiedPolicy(policy) && policy.enabled) return policy.intervalMs;
+    const timing = this.#options.timing;
+    const window = timing?.backOffMs !== undefined && timing.backOffMs.length > 0 ? Math.min(...timing.backOffMs.slice(0, 1)) : timing?.ackWaitMs;
+    return window !== undefined && Number.isFinite(window) && window > 0 ? Math.max(1, Math.floor(window / 4)) : undefined;
+  }
+}
+
+/** Whether the consumer is read through a `pinned_client` priority group. */
+async function isPinned(consumer: Partial<Pick<Consumer, "info">>, binding: ConsumerBinding | undefined, pull: LoopSettings["pull"]): Promise<boolean> {
+  if (pull?.group === undefined) return false;
+  if (binding !== undefined) return binding.priorityPolicy === "pinned_client";
+  try {
+    // The cached info of js.consumers.get(): no request.
+    const info = typeof consumer.info === "function" ? await consumer.info(true) : undefined;
+    return (info?.config as { priority_policy?: unknown } | undefined)?.priority_policy === "pinned_client";
+  } catch {
+    return false;
   }
 }
 

@@ -72,16 +72,18 @@ export interface FailedMessage {
 /**
  * The host's write for one batch. Resolve only once the batch is durable; throw
  * {@link TemporarySinkError} or {@link PermanentSinkError} (or anything else, treated as
- * temporary) when it is not.
+ * temporary) when it is not. Resolve with a {@link WriteReport} to say that some messages
+ * failed; any other value (nothing, a driver's result, a count) means the whole batch
+ * committed.
  *
  * @example
  * ```ts
  * const write: BatchWrite = async (msgs, ctx) => {
- *   await db.tx((t) => t.upsertMany(msgs.map(toRow)), { signal: ctx.signal });
+ *   return await db.tx((t) => t.upsertMany(msgs.map(toRow)), { signal: ctx.signal }); // any result: committed
  * };
  * ```
  */
-export type BatchWrite = (msgs: readonly JsMsg[], ctx: WorkContext) => Promise<void | WriteReport> | void | WriteReport;
+export type BatchWrite = (msgs: readonly JsMsg[], ctx: WorkContext) => unknown;
 
 /**
  * What happened to one message.

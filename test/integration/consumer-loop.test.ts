@@ -1,0 +1,213 @@
+/**
+ * The consumer loops (`run` with concurrency, `runEach`) on a real nats-server: bounds on
+ * concurrent writes, a result for every message, a shutdown with writes in flight, lease-safe
+ * fetching of a trickle, and per-message settling. The ack-frame spy and consumer info are the
+ * oracles.
+ */
+import { describe, expect, it } from "vitest";
+import { jetstreamManager, type JsMsg } from "@nats-io/jetstream";
+import {
+  CommitThenAck,
+  ConsumerPolicyError,
+  TemporarySinkError,
+  verifyInProgressPolicy,
+  type BatchResult,
+  type RunErrorContext,
+} from "../../src/index.js";
+import { AckSpy } from "../helpers/ack-spy.js";
+import { consumerInfo, createFixture, eventually, publish } from "../helpers/jetstream.js";
+import { useServer } from "../helpers/server-fixture.js";
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Counts concurrent calls; `most` is the highest level seen. */
+class Gauge {
+  level = 0;
+  most = 0;
+  enter(): void {
+    this.level += 1;
+    this.most = Math.max(this.most, this.level);
+  }
+  leave(): void {
+    this.level -= 1;
+  }
+}
+
+describe("consumer loops on a real nats-server", () => {
+  const fx = useServer();
+
+  it("run with concurrency 3: never more than 3 writes at once, reaches 3, every message acked once with a result", async () => {
+    const f = await createFixture(fx.nc, { ackWaitMs: 30_000 });
+    await using spy = await AckSpy.start(fx.spyConn, f.stream);
+    const seqs = await publish(f, 60);
+    const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, {});
+    const gauge = new Gauge();
+    const results: BatchResult[] = [];
+    const shutdown = new AbortController();
+    const running = ack.run(await f.js.consumers.get(f.stream, f.consumer), async (msgs) => {
+      gauge.enter();
+      await sleep(150);
+      gauge.leave();
+      return msgs.length;
+    }, { batchSize: 5, concurrency: 3, signal: shutdown.signal, onBatch: (r) => results.push(r) });
+    await eventually(() => results.reduce((n, r) => n + r.acked, 0) === 60, "every message acked");
+    shutdown.abort();
+    await running;
+    expect(gauge.most).toBe(3);
+    expect(results.every((r) => r.outcome === "acked")).toBe(true);
+    expect(results.flatMap((r) => r.messages.map((m) => m.msg.seq)).sort((a, b) => a - b)).toEqual(seqs);
+    await fx.drain();
+    for (const seq of seqs) expect(spy.forSequence(seq).map((x) => x.kind)).toEqual(["+ACK"]);
+  });
+
+  it("a shutdown with four writes in flight: none still running after run resolves; the committed ones acked, nothing else sent", async () => {
+    const f = await createFixture(fx.nc, { ackWaitMs: 30_000 });
+    await using spy = await AckSpy.start(fx.spyConn, f.stream);
+    await publish(f, 4);
+    const policy = verifyInProgressPolicy({ enabled: false, shutdownTimeoutMs: 200 }, undefined);
+    const ack = new CommitThenAck({ inProgress: policy });
+    const gauge = new Gauge();
+    const committed: number[] = [];
+    const shutdown = new AbortController();
+    const running = ack.run(await f.js.consumers.get(f.stream, f.consumer), async (msgs, ctx) => {
+      gauge.enter();
+      try {
+        const seq = msgs[0]!.seq;
+        await new Promise<void>((r) => ctx.signal.addEventListener("abort", () => r(), { once: true }));
+        if (seq % 2 === 1) {
+          // Odd ones finish their commit, even past the 200 ms bound.
+          await sleep(600);
+          committed.push(seq);
+          return;
+        }
+        throw ctx.signal.reason;
+      } finally {
+        gauge.leave();
+      }
+    }, { batchSize: 1, concurrency: 4, signal: shutdown.signal });
+    await eventually(() => gauge.level === 4, "four writes in flight");
+    shutdown.abort();
+    await running;
+    expect(gauge.level).toBe(0);
+    await fx.drain();
+    expect(committed.sort()).toEqual([1, 3]);
+    // Past the bound withInProgress gave up on them, so they are left, not acked: both kinds
+    // come back, and nothing was sent for either.
+    for (const seq of [1, 2, 3, 4]) expect(spy.forSequence(seq).filter((x) => x.kind !== "+WPI")).toEqual([]);
+    expect((await consumerInfo(f)).num_ack_pending).toBe(4);
+  });
+
+  it("a trickle into a long pull (AckWait 2 s, expiresMs 6000): no message waits for its batch until redelivered", async () => {
+    const f = await createFixture(fx.nc, { ackWaitMs: 2000 });
+    const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, { inProgress: { enabled: true, intervalMs: 1000, maxHeartbeats: 20 } });
+    const written: string[] = [];
+    const shutdown = new AbortController();
+    const running = ack.run(await f.js.consumers.get(f.stream, f.consumer), (msgs) => {
+      for (const m of msgs) written.push(`${m.seq}#${m.info.deliveryCount}`);
+    }, { batchSize: 10, expiresMs: 6000, signal: shutdown.signal });
+    for (let i = 0; i < 5; i++) {
+      await publish(f, 1);
+      await sleep(700);
+    }
+    await eventually(() => written.length >= 5, "five writes");
+    await sleep(2500); // long enough for any redelivery to show
+    shutdown.abort();
+    await running;
+    expect(written).toEqual(["1#1", "2#1", "3#1", "4#1", "5#1"]);
+    expect((await consumerInfo(f)).num_redelivered).toBe(0);
+  });
+
+  it("runEach: one handler per message in order at concurrency 1, each message acked as soon as its own handler settles", async () => {
+    const f = await createFixture(fx.nc, { ackWaitMs: 30_000 });
+    await using spy = await AckSpy.start(fx.spyConn, f.stream);
+    const seqs = await publish(f, 5);
+    const ack = new CommitThenAck();
+    const order: number[] = [];
+    const endedAt = new Map<number, number>();
+    const shutdown = new AbortController();
+    const results: BatchResult[] = [];
+    const running = ack.runEach(await f.js.consumers.get(f.stream, f.consumer), async (msg) => {
+      order.push(msg.seq);
+      await sleep(200);
+      endedAt.set(msg.seq, performance.now());
+    }, { concurrency: 1, signal: shutdown.signal, onResult: (r) => results.push(r) });
+    await eventually(() => results.length === 5, "five results");
+    shutdown.abort();
+    await running;
+    expect(order).toEqual(seqs);
+    await fx.drain();
+    for (let i = 0; i < seqs.length - 1; i++) {
+      const ackAt = spy.of("+ACK", seqs[i]).at(0)!.at;
+      // Acked before the next handler's work was done: settled one by one, not per batch.
+      expect(ackAt).toBeLessThan(endedAt.get(seqs[i + 1]!)!);
+    }
+    expect(results.every((r) => r.messages.length === 1 && r.outcome === "acked")).toBe(true);
+  });
+
+  it("runEach with concurrency 4: at most 4 handlers, messages waiting for one are heartbeated, none redelivered", async () => {
+    const f = await createFixture(fx.nc, { ackWaitMs: 1000 });
+    await publish(f, 12);
+    const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, { inProgress: { enabled: true, intervalMs: 400, maxHeartbeats: 30 } });
+    const gauge = new Gauge();
+    const deliveries: number[] = [];
+    const shutdown = new AbortController();
+    let settled = 0;
+    const running = ack.runEach(await f.js.consumers.get(f.stream, f.consumer), async (msg) => {
+      gauge.enter();
+      deliveries.push(msg.info.deliveryCount);
+      await sleep(700);
+      gauge.leave();
+    }, { concurrency: 4, batchSize: 8, signal: shutdown.signal, onResult: () => void (settled += 1) });
+    await eventually(() => settled === 12, "every message settled", 20_000);
+    shutdown.abort();
+    await running;
+    expect(gauge.most).toBe(4);
+    expect(deliveries.every((d) => d === 1)).toBe(true);
+    expect((await consumerInfo(f)).num_redelivered).toBe(0);
+  });
+
+  it("onError sees library errors with what the loop was doing; a throwing onBatch never stops the loop", async () => {
+    const f = await createFixture(fx.nc, { ackWaitMs: 30_000, maxAckPending: 3 });
+    await publish(f, 4);
+    const ack = await CommitThenAck.forConsumer(await jetstreamManager(fx.nc), f.stream, f.consumer, { onTemporaryFailure: { action: "nak", delayMs: 60_000 } });
+    const errors: Array<[string, RunErrorContext]> = [];
+    let batches = 0;
+    const shutdown = new AbortController();
+    const running = ack.run(await f.js.consumers.get(f.stream, f.consumer), (msgs) => {
+      if (msgs[0]!.seq === 2) return { failed: [{ error: new TemporarySinkError() }] } as never;
+      return undefined;
+    }, {
+      batchSize: 1,
+      concurrency: 4,
+      signal: shutdown.signal,
+      onBatch: () => {
+        batches += 1;
+        throw new Error("host bug");
+      },
+      onError: (err, ctx) => errors.push([(err as Error).name, ctx]),
+    });
+    await eventually(() => batches === 4, "four batches");
+    shutdown.abort();
+    await running;
+    const during = errors.map(([name, ctx]) => `${ctx.during}:${name}`);
+    expect(during[0]).toBe("start:ConsumerPolicyError");
+    expect(during).toContain("report:TypeError");
+    expect(during.filter((d) => d === "callback:Error")).toHaveLength(4);
+    expect(errors[0]?.[1]).toEqual({ during: "start" });
+  });
+
+  it("run refuses pull options that are not pull options, before the first pull", async () => {
+    const f = await createFixture(fx.nc, { ackWaitMs: 30_000 });
+    const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, {});
+    const consumer = await f.js.consumers.get(f.stream, f.consumer);
+    await expect(ack.run(consumer, () => undefined, { pull: { grup: "x" } } as never)).rejects.toThrow(/did you mean "group"/);
+    await expect(ack.run(consumer, () => undefined, { concurrency: 0 })).rejects.toThrow(/concurrency must be an integer in 1 \.\.= 256/);
+    // This consumer has no priority groups: a pull naming one would fail on every fetch.
+    const err = await ack.run(consumer, () => undefined, { pull: { group: "g" } }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ConsumerPolicyError);
+    expect((err as ConsumerPolicyError).reason).toBe("priority_group_required");
+    expect((await consumerInfo(f)).num_waiting).toBe(0);
+  });
+});
+
+export type { JsMsg };
