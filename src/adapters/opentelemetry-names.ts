@@ -67,6 +67,8 @@ export const OpenTelemetryMetricNames = Object.freeze({
   consumer_stalled: "jetstream.consumer.stalled",
   /** Gauge (0 or 1), unit `1`. */
   consumer_backlog_growing: "jetstream.consumer.backlog_growing",
+  /** Gauge (0 or 1), unit `1`. */
+  consumer_paused: "jetstream.consumer.paused",
   /** Counter, unit `{poll}`. */
   consumer_poll_failures_total: "jetstream.consumer.poll_failures",
 } as const satisfies Record<MetricName, string>);
@@ -103,5 +105,6 @@ export const OPEN_TELEMETRY_UNITS: Readonly<Record<MetricName, string>> = Object
   consumer_redelivered_messages: "{message}",
   consumer_stalled: "1",
   consumer_backlog_growing: "1",
+  consumer_paused: "1",
   consumer_poll_failures_total: "{poll}",
 });

@@ -62,10 +62,12 @@ export const MetricNames = {
   CONSUMER_ACK_PENDING_MESSAGES: "consumer_ack_pending_messages",
   /** Counter: redeliveries observed between consumer-info samples. */
   CONSUMER_REDELIVERED_MESSAGES: "consumer_redelivered_messages",
-  /** Gauge (0/1): messages in flight while the ack floor has not moved for longer than AckWait. */
+  /** Gauge (0/1): messages in flight, the ack floor flat, and evidence that a worker stopped (a redelivery that did not move it, or a floor flat past the declared lease). */
   CONSUMER_STALLED: "consumer_stalled",
   /** Gauge (0/1): the pending count keeps rising across the watch window. */
   CONSUMER_BACKLOG_GROWING: "consumer_backlog_growing",
+  /** Gauge (0/1): the consumer is paused (nats-server 2.11 and later) and delivers nothing until the pause ends. */
+  CONSUMER_PAUSED: "consumer_paused",
   /** Counter: consumer-info polls that failed. */
   CONSUMER_POLL_FAILURES_TOTAL: "consumer_poll_failures_total",
 } as const;
@@ -120,8 +122,9 @@ const DEFINITIONS: Record<MetricName, Omit<MetricDefinition, "name" | "labelName
   consumer_pending_messages: { kind: "gauge", unit: "1", help: "Messages the consumer has not delivered yet (lag)", labelNames: CONSUMER_LABELS },
   consumer_ack_pending_messages: { kind: "gauge", unit: "1", help: "Messages delivered and not yet acknowledged", labelNames: CONSUMER_LABELS },
   consumer_redelivered_messages: { kind: "counter", unit: "1", help: "Redeliveries observed between consumer-info samples", labelNames: CONSUMER_LABELS },
-  consumer_stalled: { kind: "gauge", unit: "1", help: "1 while messages are in flight and the ack floor has not moved for longer than AckWait", labelNames: CONSUMER_LABELS },
+  consumer_stalled: { kind: "gauge", unit: "1", help: "1 while messages are in flight and a flat ack floor shows a stopped worker (a redelivery that did not move it, or flat past the declared lease)", labelNames: CONSUMER_LABELS },
   consumer_backlog_growing: { kind: "gauge", unit: "1", help: "1 while the pending count keeps rising across the watch window", labelNames: CONSUMER_LABELS },
+  consumer_paused: { kind: "gauge", unit: "1", help: "1 while the consumer is paused (nats-server 2.11 and later)", labelNames: CONSUMER_LABELS },
   consumer_poll_failures_total: { kind: "counter", unit: "1", help: "Consumer-info polls that failed", labelNames: CONSUMER_LABELS },
 };
 

@@ -52,7 +52,7 @@ describe("the public names", () => {
       "FailedMessage", "ForConsumerOptions", "HeartbeatConfirmation", "HeartbeatFailedEvent", "HeartbeatLimitError",
       "HeartbeatLimitEvent", "HeartbeatSentEvent", "InMemoryMetrics", "InProgressPolicy", "InProgressPolicyError", "Lease",
       "LeaseExpiredError", "LeaseExpiredEvent", "MessageResult", "MetricLabels", "MetricName", "MetricNames", "MetricsSink",
-      "MetricsSnapshot", "PermanentSinkError", "PolicyCheck", "PolicyViolation", "ProcessOptions", "RunOptions",
+      "MetricsSnapshot", "PermanentSinkError", "PolicyCheck", "PolicyViolation", "ProcessOptions", "RunOptions", "StallEvidence",
       "TemporaryFailureAction", "TemporarySinkError", "VerifiedInProgressPolicy", "ViolationCode", "WatchConsumerOptions",
       "WithInProgressOptions", "WorkContext", "WriteReport", "checkInProgressPolicy", "consumerTimingFromConfig",
       "verifyInProgressPolicy", "watchConsumer", "withInProgress",
