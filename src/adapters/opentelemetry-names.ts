@@ -6,7 +6,8 @@ import type { MetricName } from "../telemetry/metric-names.js";
 /**
  * The OpenTelemetry instrument name for each stable metric name, as recorded by
  * `openTelemetryMetrics` (before its optional prefix). The instrument kind follows the
- * stable kind: counter → `Counter`, gauge → synchronous `Gauge`, observation → `Histogram`.
+ * stable kind: counter → `Counter`, gauge → synchronous `Gauge` (the additive
+ * `current_in_progress_batches_active` → `UpDownCounter`), observation → `Histogram`.
  *
  * @example
  * ```ts
@@ -25,7 +26,7 @@ export const OpenTelemetryMetricNames = Object.freeze({
   in_progress_failures_total: "jetstream.in_progress.failures",
   /** Counter, unit `{batch}`. */
   in_progress_max_heartbeats_reached_total: "jetstream.in_progress.max_heartbeats_reached",
-  /** Gauge, unit `{batch}`. */
+  /** UpDownCounter, unit `{batch}`. */
   current_in_progress_batches_active: "jetstream.in_progress.active_batches",
   /** Histogram, unit `s`. */
   in_progress_heartbeat_seconds: "jetstream.in_progress.heartbeat.duration",

@@ -92,18 +92,25 @@ export interface MetricDefinition {
   readonly kind: "counter" | "gauge" | "observation";
   readonly unit: "1" | "s";
   readonly help: string;
+  /**
+   * Gauges only: `true` when the value is a sum of contributions that each process moves up
+   * and down (batches under supervision), so sinks sharing one backend must add deltas
+   * (`MetricsSink.addToGauge`) rather than set a level; `false` for readings of one value
+   * (consumer info), where the last value set is the truth.
+   */
+  readonly additive: boolean;
   /** Label names the library may set on this metric (only when the host asks for them). */
   readonly labelNames: readonly string[];
 }
 
 const CONSUMER_LABELS = Object.freeze(["stream", "consumer"]);
 
-const DEFINITIONS: Record<MetricName, Omit<MetricDefinition, "name" | "labelNames"> & { labelNames?: readonly string[] }> = {
+const DEFINITIONS: Record<MetricName, Omit<MetricDefinition, "name" | "labelNames" | "additive"> & { labelNames?: readonly string[]; additive?: true }> = {
   in_progress_attempts_total: { kind: "counter", unit: "1", help: "InProgress heartbeats attempted while work was active (one per batch per beat)" },
   in_progress_successes_total: { kind: "counter", unit: "1", help: "InProgress heartbeats accepted (not sink success)" },
   in_progress_failures_total: { kind: "counter", unit: "1", help: "InProgress heartbeats that failed before the final decision" },
   in_progress_max_heartbeats_reached_total: { kind: "counter", unit: "1", help: "Batches that reached maxHeartbeats" },
-  current_in_progress_batches_active: { kind: "gauge", unit: "1", help: "Batches currently under heartbeat supervision" },
+  current_in_progress_batches_active: { kind: "gauge", unit: "1", help: "Batches currently under heartbeat supervision", additive: true },
   in_progress_heartbeat_seconds: { kind: "observation", unit: "s", help: "Time spent sending one heartbeat round" },
   in_progress_lease_expired_total: { kind: "counter", unit: "1", help: "Batches whose redelivery deadline passed without an accepted heartbeat" },
   in_progress_beats_skipped_total: { kind: "counter", unit: "1", help: "Heartbeats withheld because the work reported no progress" },
@@ -135,7 +142,7 @@ const DEFINITIONS: Record<MetricName, Omit<MetricDefinition, "name" | "labelName
  */
 export const METRIC_DEFINITIONS: readonly MetricDefinition[] = Object.freeze(
   (Object.keys(DEFINITIONS) as MetricName[]).map((name) =>
-    Object.freeze({ name, ...DEFINITIONS[name], labelNames: DEFINITIONS[name].labelNames ?? [] }),
+    Object.freeze({ name, ...DEFINITIONS[name], additive: DEFINITIONS[name].additive === true, labelNames: DEFINITIONS[name].labelNames ?? [] }),
   ),
 );
 
