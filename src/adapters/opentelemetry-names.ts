@@ -63,7 +63,7 @@ export const OpenTelemetryMetricNames = Object.freeze({
   /** Gauge, unit `{message}`. */
   consumer_ack_pending_messages: "jetstream.consumer.ack_pending_messages",
   /** Counter, unit `{message}`. */
-  consumer_redelivered_messages: "jetstream.consumer.redelivered_messages",
+  consumer_redelivered_messages_total: "jetstream.consumer.redelivered_messages",
   /** Gauge (0 or 1), unit `1`. */
   consumer_stalled: "jetstream.consumer.stalled",
   /** Gauge (0 or 1), unit `1`. */
@@ -103,7 +103,7 @@ export const OPEN_TELEMETRY_UNITS: Readonly<Record<MetricName, string>> = Object
   fetch_failures_total: "{fetch}",
   consumer_pending_messages: "{message}",
   consumer_ack_pending_messages: "{message}",
-  consumer_redelivered_messages: "{message}",
+  consumer_redelivered_messages_total: "{message}",
   consumer_stalled: "1",
   consumer_backlog_growing: "1",
   consumer_paused: "1",

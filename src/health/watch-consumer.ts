@@ -49,7 +49,7 @@ export interface ConsumerWatch {
  *
  * Metrics, per sample: gauges `consumer_pending_messages`, `consumer_ack_pending_messages`,
  * `consumer_stalled`, `consumer_backlog_growing` and `consumer_paused` (0/1), counter
- * `consumer_redelivered_messages`. Labels `{ stream, consumer }` only with `labels: true`.
+ * `consumer_redelivered_messages_total`. Labels `{ stream, consumer }` only with `labels: true`.
  *
  * @param jsm - a JetStream manager, or anything with `consumers.info` (see {@link ConsumerInfoSource}).
  * @param stream - the stream's name.
@@ -187,7 +187,7 @@ class ConsumerWatcher {
     m.gauge(MetricNames.CONSUMER_STALLED, sample.stalled ? 1 : 0, labels);
     m.gauge(MetricNames.CONSUMER_BACKLOG_GROWING, sample.backlogGrowing ? 1 : 0, labels);
     m.gauge(MetricNames.CONSUMER_PAUSED, sample.paused ? 1 : 0, labels);
-    m.count(MetricNames.CONSUMER_REDELIVERED_MESSAGES, sample.redeliveriesSinceLastSample, labels);
+    m.count(MetricNames.CONSUMER_REDELIVERED_MESSAGES_TOTAL, sample.redeliveriesSinceLastSample, labels);
     callGuarded(this.#settings.onSample, sample);
     return this.#settings.intervalMs;
   }

@@ -3,19 +3,8 @@
  * each, for adapters that register metrics up front.
  */
 
-/**
- * Every metric name the library emits. Names are stable; a host adds its own prefix in its
- * adapter. No label is ever built from subjects, payloads, headers, message ids, stream
- * sequences, credentials or error messages.
- *
- * @example
- * ```ts
- * const metrics = new InMemoryMetrics();
- * // ... run work with { metrics } ...
- * const beats = metrics.snapshot().counters[MetricNames.IN_PROGRESS_ATTEMPTS_TOTAL] ?? 0;
- * ```
- */
-export const MetricNames = {
+/** The names, as written; {@link MetricNames} adds the deprecated alias. */
+const METRIC_NAMES = {
   /** Counter: heartbeats attempted while work was active (one per batch per beat). */
   IN_PROGRESS_ATTEMPTS_TOTAL: "in_progress_attempts_total",
   /** Counter: heartbeats accepted (handed to the client, or confirmed by the server) — not sink success. */
@@ -60,8 +49,8 @@ export const MetricNames = {
   CONSUMER_PENDING_MESSAGES: "consumer_pending_messages",
   /** Gauge: messages delivered and not yet acknowledged (in flight). */
   CONSUMER_ACK_PENDING_MESSAGES: "consumer_ack_pending_messages",
-  /** Counter: redeliveries observed between consumer-info samples. */
-  CONSUMER_REDELIVERED_MESSAGES: "consumer_redelivered_messages",
+  /** Counter: redeliveries observed between consumer-info samples (formerly `consumer_redelivered_messages`). */
+  CONSUMER_REDELIVERED_MESSAGES_TOTAL: "consumer_redelivered_messages_total",
   /** Gauge (0/1): messages in flight, the ack floor flat, and evidence that a worker stopped (a redelivery that did not move it, or a floor flat past the declared lease). */
   CONSUMER_STALLED: "consumer_stalled",
   /** Gauge (0/1): the pending count keeps rising across the watch window. */
@@ -71,6 +60,37 @@ export const MetricNames = {
   /** Counter: consumer-info polls that failed. */
   CONSUMER_POLL_FAILURES_TOTAL: "consumer_poll_failures_total",
 } as const;
+
+/**
+ * Every metric name the library emits. Names are stable; a host adds its own prefix in its
+ * adapter. No label is ever built from subjects, payloads, headers, message ids, stream
+ * sequences, credentials or error messages.
+ *
+ * `CONSUMER_REDELIVERED_MESSAGES` is a deprecated, non-enumerable alias of
+ * `CONSUMER_REDELIVERED_MESSAGES_TOTAL` (the metric was renamed to carry the counter suffix):
+ * code that used the key keeps compiling and records under the new name.
+ *
+ * @example
+ * ```ts
+ * const metrics = new InMemoryMetrics();
+ * // ... run work with { metrics } ...
+ * const beats = metrics.snapshot().counters[MetricNames.IN_PROGRESS_ATTEMPTS_TOTAL] ?? 0;
+ * ```
+ */
+export const MetricNames = Object.freeze(
+  Object.defineProperty(
+    {
+      ...METRIC_NAMES,
+      // Types only: the alias is defined below as a non-enumerable property.
+      ...({} as {
+        /** @deprecated Use `CONSUMER_REDELIVERED_MESSAGES_TOTAL`; the metric is now named `consumer_redelivered_messages_total`. */
+        readonly CONSUMER_REDELIVERED_MESSAGES: typeof METRIC_NAMES.CONSUMER_REDELIVERED_MESSAGES_TOTAL;
+      }),
+    },
+    "CONSUMER_REDELIVERED_MESSAGES",
+    { value: METRIC_NAMES.CONSUMER_REDELIVERED_MESSAGES_TOTAL, enumerable: false },
+  ),
+);
 
 /**
  * One of the stable metric names.
@@ -128,7 +148,7 @@ const DEFINITIONS: Record<MetricName, Omit<MetricDefinition, "name" | "labelName
   fetch_failures_total: { kind: "counter", unit: "1", help: "Failed fetches in the run loop" },
   consumer_pending_messages: { kind: "gauge", unit: "1", help: "Messages the consumer has not delivered yet (lag)", labelNames: CONSUMER_LABELS },
   consumer_ack_pending_messages: { kind: "gauge", unit: "1", help: "Messages delivered and not yet acknowledged", labelNames: CONSUMER_LABELS },
-  consumer_redelivered_messages: { kind: "counter", unit: "1", help: "Redeliveries observed between consumer-info samples", labelNames: CONSUMER_LABELS },
+  consumer_redelivered_messages_total: { kind: "counter", unit: "1", help: "Redeliveries observed between consumer-info samples", labelNames: CONSUMER_LABELS },
   consumer_stalled: { kind: "gauge", unit: "1", help: "1 while messages are in flight and a flat ack floor shows a stopped worker (a redelivery that did not move it, or flat past the declared lease)", labelNames: CONSUMER_LABELS },
   consumer_backlog_growing: { kind: "gauge", unit: "1", help: "1 while the pending count keeps rising across the watch window", labelNames: CONSUMER_LABELS },
   consumer_paused: { kind: "gauge", unit: "1", help: "1 while the consumer is paused (nats-server 2.11 and later)", labelNames: CONSUMER_LABELS },

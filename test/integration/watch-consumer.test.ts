@@ -220,11 +220,11 @@ describe("watchConsumer on a real nats-server", () => {
 
     // One redelivery, counted by both watches; the slow one never saw num_redelivered > 0.
     expect(samples.reduce((n, s) => n + s.redeliveriesSinceLastSample, 0)).toBe(1);
-    expect(fastMetrics.snapshot().counters[MetricNames.CONSUMER_REDELIVERED_MESSAGES]).toBe(1);
+    expect(fastMetrics.snapshot().counters[MetricNames.CONSUMER_REDELIVERED_MESSAGES_TOTAL]).toBe(1);
     expect(slow.samples.every((s) => s.redelivered === 0), slow.summary()).toBe(true);
     expect(slowSecond).toMatchObject({ redeliveriesSinceLastSample: 1, delivered: 41, baseline: false });
     const labels = `{consumer=${JSON.stringify(f.consumer)},stream=${JSON.stringify(f.stream)}}`;
-    expect(slowMetrics.snapshot().counters[`${MetricNames.CONSUMER_REDELIVERED_MESSAGES}${labels}`]).toBe(1);
+    expect(slowMetrics.snapshot().counters[`${MetricNames.CONSUMER_REDELIVERED_MESSAGES_TOTAL}${labels}`]).toBe(1);
     // The slow watch declared no lease and the redelivered message was acked within AckWait:
     // a crash a healthy worker recovers from is a redelivery, not a stall.
     expect(slow.samples.some((s) => s.stalled), slow.summary()).toBe(false);

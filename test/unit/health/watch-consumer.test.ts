@@ -136,7 +136,8 @@ describe("watchConsumer: polling", () => {
       [MetricNames.CONSUMER_BACKLOG_GROWING]: 0,
       [MetricNames.CONSUMER_PAUSED]: 0,
     });
-    expect(snap.counters).toEqual({ [MetricNames.CONSUMER_REDELIVERED_MESSAGES]: 1 });
+    expect(snap.counters).toEqual({ [MetricNames.CONSUMER_REDELIVERED_MESSAGES_TOTAL]: 1 });
+    expect(snap.counters).toEqual({ consumer_redelivered_messages_total: 1 });
     watch.stop();
   });
 

@@ -1,6 +1,6 @@
 /**
- * The metric contract's small print: how the recorder moves an up/down gauge through a sink
- * with or without `addToGauge`.
+ * The metric contract's small print: the renamed redelivery counter (and its deprecated key),
+ * and how the recorder moves an up/down gauge through a sink with or without `addToGauge`.
  */
 import { describe, expect, it } from "vitest";
 import { InMemoryMetrics, MetricNames, type MetricName, type MetricsSink } from "../../../src/index.js";
@@ -8,6 +8,21 @@ import { METRIC_DEFINITIONS } from "../../../src/telemetry/metric-names.js";
 import { MetricsRecorder } from "../../../src/telemetry/metrics-recorder.js";
 
 describe("MetricNames", () => {
+  it("every counter ends in _total", () => {
+    const counters = METRIC_DEFINITIONS.filter((d) => d.kind === "counter").map((d) => d.name);
+    expect(counters.filter((n) => !n.endsWith("_total"))).toEqual([]);
+    expect(MetricNames.CONSUMER_REDELIVERED_MESSAGES_TOTAL).toBe("consumer_redelivered_messages_total");
+  });
+
+  it("keeps the old key as a deprecated, non-enumerable alias of the new name", () => {
+    expect(MetricNames.CONSUMER_REDELIVERED_MESSAGES).toBe("consumer_redelivered_messages_total");
+    expect(Object.keys(MetricNames)).not.toContain("CONSUMER_REDELIVERED_MESSAGES");
+    expect(Object.values(MetricNames)).not.toContain("consumer_redelivered_messages");
+    expect(new Set(Object.values(MetricNames)).size).toBe(Object.values(MetricNames).length);
+    expect(Object.values(MetricNames).sort()).toEqual(METRIC_DEFINITIONS.map((d) => d.name).sort());
+    expect(Object.isFrozen(MetricNames)).toBe(true);
+  });
+
   it("only the active-batches gauge is additive", () => {
     expect(METRIC_DEFINITIONS.filter((d) => d.additive).map((d) => d.name)).toEqual([MetricNames.CURRENT_IN_PROGRESS_BATCHES_ACTIVE]);
   });
