@@ -59,8 +59,9 @@
  * - it has been flat for longer than the longest lease the host declared (`maxLeaseMs`, or
  *   derived from an InProgress policy), never less than AckWait; or
  * - a redelivery was counted during the flat stretch (from the sequences or from
- *   `num_redelivered`, as above), and the floor was still flat a whole AckWait (or the
- *   declared lease, if longer) after the sample that counted it.
+ *   `num_redelivered`, as above), and a whole AckWait (or the declared lease, if longer) after
+ *   the sample that counted it the floor is still flat and a redelivered message is still
+ *   unacknowledged (`num_redelivered > 0`).
  *
  * The flat stretch starts at the first sample that saw the current floor with messages in
  * flight and the consumer not paused, so it is measured conservatively (at most one poll
@@ -133,8 +134,9 @@ export interface ConsumerHealthSample {
   /**
    * Messages are in flight, the ack floor is flat, and there is evidence that a worker
    * stopped: the floor has been flat for longer than {@link ConsumerHealthSample.leaseMs},
-   * or a message was redelivered during the flat stretch and the floor stayed flat for a
-   * whole AckWait (or the lease, if longer) after it. A healthy heartbeated write, a delayed
+   * or a message was redelivered during the flat stretch and, a whole AckWait (or the lease,
+   * if longer) after it, the floor is still flat and a redelivered message still unacked
+   * (`num_redelivered > 0`). A healthy heartbeated write, a delayed
    * NAK and a paused consumer are not stalls. Always `false` while paused.
    */
   readonly stalled: boolean;
@@ -378,6 +380,7 @@ export class ConsumerHealthTracker {
           ackWaitMs: info.ackWaitMs,
           flatMs: ackFloorFlatMs,
           sinceRedeliveryMs: this.#redeliveredAt === undefined ? undefined : Math.max(0, at - this.#redeliveredAt),
+          redeliveredInFlight: info.redelivered,
           leaseMs,
         });
 

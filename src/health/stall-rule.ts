@@ -12,11 +12,14 @@
  *   (`maxLeaseMs`, or an InProgress policy: `intervalMs × maxHeartbeats` + the redelivery
  *   window), and the floor has been flat for longer than that. No heartbeated write lives
  *   that long, so the delivery holding the floor has expired.
- * - **redelivery**: during the flat stretch JetStream redelivered a message, and the floor
- *   was still flat a full AckWait (or the declared lease, if longer) after the sample that saw
- *   it. A redelivery alone is not enough: a delayed NAK ends in one too, and its retry settles
- *   quickly; a floor that outlives the redelivery by a whole window means the retry is not
- *   getting through either.
+ * - **redelivery**: during the flat stretch JetStream redelivered a message, and a full
+ *   AckWait (or the declared lease, if longer) after the sample that saw it the floor is still
+ *   flat and a redelivered message is still unacknowledged (`num_redelivered > 0`). A
+ *   redelivery alone is not enough: a delayed NAK ends in one too, and its retry settles
+ *   quickly; a floor that outlives the redelivery by a whole window, with the redelivered
+ *   message still out, means the retry is not getting through either. A redelivered message
+ *   that was acked (another message's NAK and retry, say) is no evidence against the one
+ *   holding the floor.
  *
  * Without a declared lease only the second rule applies: a lone worker that crashed holding a
  * message, with no other worker pulling, is then never called stalled (nothing is redelivered
@@ -93,6 +96,8 @@ export interface StallInput {
    * when none did.
    */
   readonly sinceRedeliveryMs: number | undefined;
+  /** Redelivered messages not acknowledged yet (`num_redelivered`) in this sample. */
+  readonly redeliveredInFlight: number;
   /** The effective lease ({@link effectiveLease}), when declared. */
   readonly leaseMs: number | undefined;
 }
@@ -107,7 +112,7 @@ export interface StallInput {
 export function stallEvidence(input: StallInput): StallEvidence | undefined {
   if (input.ackPending <= 0) return undefined;
   const { leaseMs, ackWaitMs, sinceRedeliveryMs } = input;
-  if (sinceRedeliveryMs !== undefined) {
+  if (sinceRedeliveryMs !== undefined && input.redeliveredInFlight > 0) {
     const bound = Math.max(ackWaitMs ?? 0, leaseMs ?? 0);
     if (bound > 0 && sinceRedeliveryMs > bound) return "redelivery";
   }

@@ -68,7 +68,7 @@ describe("leaseFromPolicy and effectiveLease", () => {
 });
 
 describe("stallEvidence", () => {
-  const base = { ackPending: 1, ackWaitMs: 1000, flatMs: 0, sinceRedeliveryMs: undefined, leaseMs: undefined };
+  const base = { ackPending: 1, ackWaitMs: 1000, flatMs: 0, sinceRedeliveryMs: undefined, leaseMs: undefined, redeliveredInFlight: 1 };
   it.each([
     ["nothing in flight", { ...base, ackPending: 0, flatMs: 1e9, sinceRedeliveryMs: 1e9, leaseMs: 1 }, undefined],
     ["a flat floor alone, no lease declared", { ...base, flatMs: 1e9 }, undefined],
@@ -79,6 +79,7 @@ describe("stallEvidence", () => {
     ["a redelivery judged against a longer lease", { ...base, flatMs: 5000, sinceRedeliveryMs: 5000, leaseMs: 7000 }, undefined],
     ["a redelivery past the longer lease", { ...base, flatMs: 9000, sinceRedeliveryMs: 7001, leaseMs: 7000 }, "redelivery"],
     ["a redelivery without AckWait or lease", { ...base, ackWaitMs: undefined, flatMs: 9000, sinceRedeliveryMs: 9000 }, undefined],
+    ["a redelivery whose message was acked since", { ...base, flatMs: 5000, sinceRedeliveryMs: 5000, redeliveredInFlight: 0 }, undefined],
   ] as const)("%s", (_name, input, expected) => {
     expect(stallEvidence(input)).toBe(expected);
   });
@@ -88,7 +89,7 @@ describe("stallEvidence", () => {
       fc.property(fc.integer({ min: 1, max: 1e7 }), fc.integer({ min: 1, max: 1e6 }), fc.integer({ min: 0, max: 1e7 }), (lease, ackWait, flat) => {
         const leaseMs = Math.max(lease, ackWait);
         fc.pre(flat <= leaseMs);
-        expect(stallEvidence({ ackPending: 3, ackWaitMs: ackWait, flatMs: flat, sinceRedeliveryMs: undefined, leaseMs })).toBeUndefined();
+        expect(stallEvidence({ ackPending: 3, ackWaitMs: ackWait, flatMs: flat, sinceRedeliveryMs: undefined, leaseMs, redeliveredInFlight: 3 })).toBeUndefined();
       }),
     );
   });
@@ -137,6 +138,22 @@ describe("ConsumerHealthTracker: stuck or slow", () => {
     expect(t.update(info({ ...redelivered, delivered: 3 }), 3200)).toMatchObject({ stalled: true, stallEvidence: "redelivery" });
     // A healthy worker finally acks it: the floor moves, the stall ends.
     expect(t.update(info({ ...settled, delivered: 3, ackFloor: 3 }), 3300)).toMatchObject({ stalled: false, stallEvidence: undefined });
+  });
+
+  it("a redelivered message that was acked is no evidence against the healthy write holding the floor", () => {
+    // Message 1 is a healthy heartbeated write holding the floor; message 2 is NAKed, redelivered
+    // and acked while message 1 runs on.
+    const t = tracker();
+    const two = { ackPending: 2, delivered: 2, deliveredStreamSeq: 2, ackFloor: 0, ackFloorStreamSeq: 0 };
+    t.update(info(two), 0);
+    t.update(info({ ...two, delivered: 3, redelivered: 1 }), 500); // message 2 redelivered
+    const acked = { ...two, ackPending: 1, delivered: 3, redelivered: 0 }; // message 2 acked
+    for (let at = 1000; at <= 5000; at += 250) expect(t.update(info(acked), at).stalled).toBe(false);
+    // While a redelivered message is still out, the same floor is evidence.
+    const t2 = tracker();
+    t2.update(info(two), 0);
+    t2.update(info({ ...two, delivered: 3, redelivered: 1 }), 500);
+    expect(t2.update(info({ ...two, delivered: 3, redelivered: 1 }), 1501)).toMatchObject({ stalled: true, stallEvidence: "redelivery" });
   });
 
   it("a lone crashed worker (nobody pulls, so nothing is redelivered) is stalled only past a declared lease", () => {
