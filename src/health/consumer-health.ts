@@ -89,8 +89,10 @@ import { effectiveLease, stallEvidence, type StallEvidence } from "./stall-rule.
  * ```ts
  * const watch = watchConsumer(jsm, "ORDERS", "writer", {
  *   intervalMs: 10_000,
+ *   maxLeaseMs: 120_000,
  *   onSample: (s: ConsumerHealthSample) => {
- *     if (s.stalled) console.warn(`ack floor flat for ${s.ackFloorFlatMs} ms with ${s.ackPending} in flight`);
+ *     if (s.paused) return; // nats-server 2.11+: paused until s.pausedUntil
+ *     if (s.stalled) console.warn(`ack floor flat for ${s.ackFloorFlatMs} ms with ${s.ackPending} in flight (${s.stallEvidence})`);
  *   },
  * });
  * ```
