@@ -43,6 +43,10 @@ try {
   // `using` stops the watch when this block ends, on every path (or call watch.stop()).
   using _watch = watchConsumer(jsm, stream, consumer, {
     intervalMs: 250,
+    // The longest a healthy worker may hold a message (its longest heartbeated write plus one
+    // AckWait): a floor flat for longer is a stall. Or pass the workers' verified policy as
+    // `inProgress` and the watch derives it.
+    maxLeaseMs: 60_000,
     metrics,
     onSample: (s) => [...waiting].forEach((check) => check(s)),
     onError: (err) => console.error("consumer info failed:", err),

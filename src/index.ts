@@ -74,3 +74,4 @@ export { watchConsumer } from "./health/watch-consumer.js";
 export type { ConsumerWatch } from "./health/watch-consumer.js";
 export type { ConsumerInfoSource, ConsumerPollFailure, WatchConsumerOptions } from "./health/watch-options.js";
 export type { ConsumerHealthSample } from "./health/consumer-health.js";
+export type { StallEvidence } from "./health/stall-rule.js";

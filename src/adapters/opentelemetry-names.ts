@@ -6,7 +6,8 @@ import type { MetricName } from "../telemetry/metric-names.js";
 /**
  * The OpenTelemetry instrument name for each stable metric name, as recorded by
  * `openTelemetryMetrics` (before its optional prefix). The instrument kind follows the
- * stable kind: counter → `Counter`, gauge → synchronous `Gauge`, observation → `Histogram`.
+ * stable kind: counter → `Counter`, gauge → synchronous `Gauge` (the additive
+ * `current_in_progress_batches_active` → `UpDownCounter`), observation → `Histogram`.
  *
  * @example
  * ```ts
@@ -25,7 +26,7 @@ export const OpenTelemetryMetricNames = Object.freeze({
   in_progress_failures_total: "jetstream.in_progress.failures",
   /** Counter, unit `{batch}`. */
   in_progress_max_heartbeats_reached_total: "jetstream.in_progress.max_heartbeats_reached",
-  /** Gauge, unit `{batch}`. */
+  /** UpDownCounter, unit `{batch}`. */
   current_in_progress_batches_active: "jetstream.in_progress.active_batches",
   /** Histogram, unit `s`. */
   in_progress_heartbeat_seconds: "jetstream.in_progress.heartbeat.duration",
@@ -68,11 +69,13 @@ export const OpenTelemetryMetricNames = Object.freeze({
   /** Gauge, unit `{message}`. */
   consumer_ack_pending_messages: "jetstream.consumer.ack_pending_messages",
   /** Counter, unit `{message}`. */
-  consumer_redelivered_messages: "jetstream.consumer.redelivered_messages",
+  consumer_redelivered_messages_total: "jetstream.consumer.redelivered_messages",
   /** Gauge (0 or 1), unit `1`. */
   consumer_stalled: "jetstream.consumer.stalled",
   /** Gauge (0 or 1), unit `1`. */
   consumer_backlog_growing: "jetstream.consumer.backlog_growing",
+  /** Gauge (0 or 1), unit `1`. */
+  consumer_paused: "jetstream.consumer.paused",
   /** Counter, unit `{poll}`. */
   consumer_poll_failures_total: "jetstream.consumer.poll_failures",
 } as const satisfies Record<MetricName, string>);
@@ -109,8 +112,9 @@ export const OPEN_TELEMETRY_UNITS: Readonly<Record<MetricName, string>> = Object
   fetch_failures_total: "{fetch}",
   consumer_pending_messages: "{message}",
   consumer_ack_pending_messages: "{message}",
-  consumer_redelivered_messages: "{message}",
+  consumer_redelivered_messages_total: "{message}",
   consumer_stalled: "1",
   consumer_backlog_growing: "1",
+  consumer_paused: "1",
   consumer_poll_failures_total: "{poll}",
 });

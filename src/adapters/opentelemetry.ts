@@ -6,7 +6,7 @@
  * @packageDocumentation
  */
 import { ValueType, metrics } from "@opentelemetry/api";
-import type { Attributes, Meter, MetricOptions } from "@opentelemetry/api";
+import type { Attributes, Gauge, Meter, MetricOptions, UpDownCounter } from "@opentelemetry/api";
 import { version } from "../../package.json";
 import { readAdapterOptions, readPrefix } from "./adapter-options.js";
 import { DEFAULT_COUNT_BUCKETS, DEFAULT_SECONDS_BUCKETS } from "./metric-buckets.js";
@@ -50,18 +50,25 @@ const MAX_INSTRUMENT_NAME = 255;
 interface Instrument {
   readonly kind: MetricDefinition["kind"];
   record(value: number, attributes: Attributes | undefined): void;
+  /** Gauges only: moves the value by a delta. */
+  add?(delta: number, attributes: Attributes | undefined): void;
 }
 
 /**
  * Creates a {@link MetricsSink} that records into OpenTelemetry instruments: a `Counter` for
- * each counter, a synchronous `Gauge` for each gauge (the sink reports absolute values, and
- * a gauge keeps the last one per attribute set) and a `Histogram` for each observation. Names
+ * each counter, an `UpDownCounter` for the additive gauge `current_in_progress_batches_active`
+ * (every sink and every process adds its deltas through `addToGauge`, so two sinks on one
+ * meter, or many pods, add up to the real total), a synchronous `Gauge` for the other gauges
+ * (readings of one value, such as consumer info: a gauge keeps the last one per attribute
+ * set) and a `Histogram` for each observation. Names
  * and units follow {@link OpenTelemetryMetricNames}; durations are in seconds (unit `s`) with
  * explicit bucket boundaries advised from a millisecond to a minute, which an SDK `View`
  * can override. Labels become attributes.
  *
  * Should the meter lack `createGauge` (an SDK older than API 1.9), each gauge falls back to an
  * `UpDownCounter` that adds the difference to the last value set for that attribute set.
+ * `setGauge` on an `UpDownCounter` adds the difference to what this sink contributed so far,
+ * so other sinks' contributions stay in the sum.
  *
  * Recording never throws: unknown names, a name used with the wrong kind, non-finite values,
  * counter increments that are not positive and negative observations are ignored.
@@ -121,6 +128,15 @@ export function openTelemetryMetrics(options?: OpenTelemetryMetricsOptions): Met
     setGauge(name: MetricName, value: number, labels?: MetricLabels): void {
       record("gauge", name, value, labels);
     },
+    addToGauge(name: MetricName, delta: number, labels?: MetricLabels): void {
+      try {
+        const instrument = instruments.get(name);
+        if (instrument?.kind !== "gauge" || typeof delta !== "number" || !Number.isFinite(delta) || delta === 0) return;
+        instrument.add?.(delta, toAttributes(labels));
+      } catch {
+        // A metrics sink never throws into the caller.
+      }
+    },
     recordObservation(name: MetricName, value: number, labels?: MetricLabels): void {
       record("observation", name, value, labels);
     },
@@ -162,24 +178,54 @@ function createInstrument(meter: Meter, def: MetricDefinition, prefix: string): 
       return { kind: "observation", record: (v, a) => histogram.record(v, a) };
     }
     case "gauge": {
-      if (typeof meter.createGauge === "function") {
-        const gauge = meter.createGauge(name, options);
-        return { kind: "gauge", record: (v, a) => gauge.record(v, a) };
-      }
-      // An UpDownCounter sums what it is given: add the change since the last value set.
-      const counter = meter.createUpDownCounter(name, options);
-      const last = new Map<string, number>();
-      return {
-        kind: "gauge",
-        record: (v, a) => {
-          const key = seriesKey(name, a as MetricLabels | undefined);
-          const delta = v - (last.get(key) ?? 0);
-          if (delta !== 0) counter.add(delta, a);
-          last.set(key, v);
-        },
-      };
+      // An additive gauge (batches under supervision) is a sum of contributions: an
+      // UpDownCounter adds every sink's and every process's deltas, as OpenTelemetry means it
+      // for "active requests"-like values. A reading of one value (consumer info) is a Gauge:
+      // the last value is the truth, and summing two watches of one consumer would be wrong.
+      if (def.additive && typeof meter.createUpDownCounter === "function") return upDown(meter.createUpDownCounter(name, options), name);
+      if (typeof meter.createGauge === "function") return lastValue(meter.createGauge(name, options), name);
+      // An SDK without createGauge: an UpDownCounter given the difference to the last value set.
+      return upDown(meter.createUpDownCounter(name, options), name);
     }
   }
+}
+
+/** The series key of one attribute set of an instrument. */
+const keyFor = (name: string, a: Attributes | undefined): string => seriesKey(name, a as MetricLabels | undefined);
+
+/**
+ * A gauge on an UpDownCounter: `add` passes the delta on; `record` (a level set by this sink)
+ * adds the difference to what this sink contributed so far, so the instrument's sum moves by
+ * exactly this sink's change and other sinks' contributions stay.
+ */
+function upDown(counter: UpDownCounter, name: string): Instrument {
+  const level = new Map<string, number>();
+  const move = (delta: number, a: Attributes | undefined, key: string): void => {
+    if (delta !== 0) counter.add(delta, a);
+    level.set(key, (level.get(key) ?? 0) + delta);
+  };
+  return {
+    kind: "gauge",
+    record: (v, a) => {
+      const key = keyFor(name, a);
+      move(v - (level.get(key) ?? 0), a, key);
+    },
+    add: (d, a) => move(d, a, keyFor(name, a)),
+  };
+}
+
+/** A synchronous Gauge; `add` moves the level this sink last recorded (process-local). */
+function lastValue(gauge: Gauge, name: string): Instrument {
+  const level = new Map<string, number>();
+  const set = (v: number, a: Attributes | undefined): void => {
+    level.set(keyFor(name, a), v);
+    gauge.record(v, a);
+  };
+  return {
+    kind: "gauge",
+    record: set,
+    add: (d, a) => set((level.get(keyFor(name, a)) ?? 0) + d, a),
+  };
 }
 
 /** Copies string-valued labels into attributes (nothing else can become an attribute). */

@@ -63,7 +63,9 @@ const PROM_TYPE = { counter: "counter", gauge: "gauge", observation: "histogram"
  *
  * Calling it again with the same registry and prefix reuses the metrics already registered
  * there (no "already registered" error), with the help text, label names and buckets they
- * were registered with; both sinks then feed the same series. A metric of another type under
+ * were registered with; both sinks then feed the same series. Up/down gauges
+ * (`current_in_progress_batches_active`) are moved with `Gauge.inc`/`dec` through
+ * `addToGauge`, so batches supervised through either sink add up on the shared gauge. A metric of another type under
  * one of these names is refused with an `Error` naming it, before anything is registered.
  *
  * Recording never throws: unknown names, a name used with the wrong kind, non-finite values,
@@ -118,6 +120,17 @@ export function prometheusMetrics(options?: PrometheusMetricsOptions): MetricsSi
         const entry = entries.get(name);
         if (entry?.kind !== "gauge" || !isFiniteNumber(value)) return;
         entry.metric.set(pickLabels(labels, entry.labelNames), value);
+      } catch {
+        // A metrics sink never throws into the caller.
+      }
+    },
+    addToGauge(name: MetricName, delta: number, labels?: MetricLabels): void {
+      try {
+        const entry = entries.get(name);
+        if (entry?.kind !== "gauge" || !isFiniteNumber(delta) || delta === 0) return;
+        const picked = pickLabels(labels, entry.labelNames);
+        if (delta > 0) entry.metric.inc(picked, delta);
+        else entry.metric.dec(picked, -delta);
       } catch {
         // A metrics sink never throws into the caller.
       }

@@ -51,13 +51,35 @@
  *
  * ## Stalled
  *
- * Messages are in flight (`num_ack_pending > 0`) and the ack floor (consumer and stream
- * sequence) has not moved for longer than the consumer's AckWait. The flat period starts at
- * the first sample that saw the current floor with messages in flight, so it is measured
- * conservatively (at most one poll interval short) and never starts while the consumer was
- * idle.
+ * A flat ack floor with messages in flight is not enough: a healthy slow write under
+ * InProgress heartbeats, a delayed NAK waiting for its retry and a paused consumer hold the
+ * floor just as still as a stopped worker. The floor is called stalled only on evidence that
+ * a delivery was given up (the rule and its limits are in `stall-rule.ts`):
+ *
+ * - it has been flat for longer than the longest lease the host declared (`maxLeaseMs`, or
+ *   derived from an InProgress policy), never less than AckWait; or
+ * - a redelivery was counted during the flat stretch (from the sequences or from
+ *   `num_redelivered`, as above), and a whole AckWait (or the declared lease, if longer) after
+ *   the sample that counted it the floor is still flat and a redelivered message is still
+ *   unacknowledged (`num_redelivered > 0`).
+ *
+ * The flat stretch starts at the first sample that saw the current floor with messages in
+ * flight and the consumer not paused, so it is measured conservatively (at most one poll
+ * interval short) and never starts while the consumer was idle or paused. A redelivery
+ * counted by the sample that starts a stretch is not attributed to it (it may have come
+ * before the floor moved).
+ *
+ * ## Paused (nats-server 2.11 and later)
+ *
+ * A paused consumer delivers nothing (acks and `+WPI` are still processed), so its floor and
+ * its pending count say nothing about the workers. Consumer info then carries `paused: true`
+ * and `pause_remaining` (nanoseconds), and its config `pause_until` (RFC 3339). While paused,
+ * a sample is never `stalled` nor `backlogGrowing`, and the flat stretch and the backlog window
+ * start again with the first sample after the pause. Older servers send none of these fields:
+ * their consumers are never paused.
  */
-import { consumerTimingFromConfig } from "../policy/consumer-timing.js";
+import { consumerTimingFromConfig, nanosToMillis } from "../policy/consumer-timing.js";
+import { effectiveLease, stallEvidence, type StallEvidence } from "./stall-rule.js";
 
 /**
  * One observation of a consumer's health, derived from one consumer-info response and the
@@ -67,8 +89,10 @@ import { consumerTimingFromConfig } from "../policy/consumer-timing.js";
  * ```ts
  * const watch = watchConsumer(jsm, "ORDERS", "writer", {
  *   intervalMs: 10_000,
+ *   maxLeaseMs: 120_000,
  *   onSample: (s: ConsumerHealthSample) => {
- *     if (s.stalled) console.warn(`ack floor flat for ${s.ackFloorFlatMs} ms with ${s.ackPending} in flight`);
+ *     if (s.paused) return; // nats-server 2.11+: paused until s.pausedUntil
+ *     if (s.stalled) console.warn(`ack floor flat for ${s.ackFloorFlatMs} ms with ${s.ackPending} in flight (${s.stallEvidence})`);
  *   },
  * });
  * ```
@@ -104,12 +128,41 @@ export interface ConsumerHealthSample {
    * baseline sample.
    */
   readonly redeliveriesSinceLastSample: number;
-  /** How long the ack floor has been flat while messages were in flight; `0` when nothing is in flight. */
+  /**
+   * How long the ack floor has been flat while messages were in flight and the consumer was
+   * not paused; `0` when nothing is in flight or while paused.
+   */
   readonly ackFloorFlatMs: number;
-  /** Messages are in flight and the ack floor has been flat for longer than AckWait: workers are stuck or crashing. */
+  /**
+   * Messages are in flight, the ack floor is flat, and there is evidence that a worker
+   * stopped: the floor has been flat for longer than {@link ConsumerHealthSample.leaseMs},
+   * or a message was redelivered during the flat stretch and, a whole AckWait (or the lease,
+   * if longer) after it, the floor is still flat and a redelivered message still unacked
+   * (`num_redelivered > 0`). A healthy heartbeated write, a delayed
+   * NAK and a paused consumer are not stalls. Always `false` while paused.
+   */
   readonly stalled: boolean;
-  /** The pending count kept rising across the window (see the module notes) — a backlog, not a burst. */
+  /** Which evidence made the sample stalled; `undefined` when it is not. */
+  readonly stallEvidence: StallEvidence | undefined;
+  /**
+   * The longest lease the watch allows one delivery before a flat floor counts as stalled:
+   * the declared `maxLeaseMs` or the lease of the `inProgress` policy (the longer of the two),
+   * never below AckWait. `undefined` when the host declared none (then only a redelivery
+   * counts as evidence).
+   */
+  readonly leaseMs: number | undefined;
+  /** The pending count kept rising across the window (see the module notes) — a backlog, not a burst. Always `false` while paused. */
   readonly backlogGrowing: boolean;
+  /**
+   * The consumer is paused (nats-server 2.11 and later: consumer info `paused`): it delivers
+   * nothing until the pause ends. Always `false` on older servers.
+   */
+  readonly paused: boolean;
+  /**
+   * When the pause ends (epoch milliseconds), while paused and when known: the arrival time
+   * plus `pause_remaining`, else the config's `pause_until`. `undefined` when not paused.
+   */
+  readonly pausedUntil: number | undefined;
   /** This sample starts a new baseline (first sample, or the consumer was recreated or reset): nothing is compared with earlier samples. */
   readonly baseline: boolean;
 }
@@ -131,6 +184,12 @@ export interface ConsumerInfoFields {
   readonly ackWaitMs: number | undefined;
   /** The consumer's creation time (epoch ms) as the server reports it, to notice a recreated consumer. */
   readonly createdMs: number | undefined;
+  /** `paused: true` in the info (nats-server 2.11+). */
+  readonly paused: boolean;
+  /** `pause_remaining` in milliseconds, when paused and present. */
+  readonly pauseRemainingMs: number | undefined;
+  /** The config's `pause_until` (epoch ms), when paused and present. */
+  readonly pauseUntilMs: number | undefined;
 }
 
 /**
@@ -146,6 +205,14 @@ export function readConsumerInfo(info: unknown): ConsumerInfoFields {
   const floor = record(root["ack_floor"], "consumer info ack_floor");
   const ackWaitMs = consumerTimingFromConfig(info).ackWaitMs;
   const created = typeof root["created"] === "string" ? Date.parse(root["created"]) : Number.NaN;
+  // Optional fields of newer servers: anything malformed is read as absent, never thrown.
+  const paused = root["paused"] === true;
+  const remaining = paused ? nanosToMillis(root["pause_remaining"]) : Number.NaN;
+  const config = root["config"];
+  const until =
+    paused && config !== null && typeof config === "object" && typeof (config as Record<string, unknown>)["pause_until"] === "string"
+      ? Date.parse((config as Record<string, string>)["pause_until"] as string)
+      : Number.NaN;
   return {
     pending: count(root["num_pending"], "num_pending"),
     ackPending: count(root["num_ack_pending"], "num_ack_pending"),
@@ -157,6 +224,9 @@ export function readConsumerInfo(info: unknown): ConsumerInfoFields {
     ackFloorStreamSeq: count(floor["stream_seq"], "ack_floor.stream_seq"),
     ackWaitMs: ackWaitMs !== undefined && Number.isFinite(ackWaitMs) && ackWaitMs > 0 ? ackWaitMs : undefined,
     createdMs: Number.isFinite(created) ? created : undefined,
+    paused,
+    pauseRemainingMs: Number.isFinite(remaining) && remaining >= 0 ? remaining : undefined,
+    pauseUntilMs: Number.isFinite(until) ? until : undefined,
   };
 }
 
@@ -241,6 +311,11 @@ export interface TrackerSettings {
   readonly windowSamples: number;
   /** Smallest total rise across the window that counts as growth (>= 1). */
   readonly backlogMinRise: number;
+  /**
+   * The longest lease the host declared (ms; `0` for "one AckWait"), or `undefined` for none.
+   * See `stall-rule.ts`.
+   */
+  readonly declaredLeaseMs?: number | undefined;
 }
 
 /**
@@ -255,6 +330,7 @@ export class ConsumerHealthTracker {
   #prev: ConsumerInfoFields | undefined;
   #pendings: number[] = [];
   #flatSince: number | undefined;
+  #redeliveredAt: number | undefined;
 
   constructor(settings: TrackerSettings) {
     this.#settings = settings;
@@ -264,29 +340,51 @@ export class ConsumerHealthTracker {
   update(info: ConsumerInfoFields, at: number): ConsumerHealthSample {
     const prev = this.#prev;
     const baseline = prev === undefined || isDiscontinuity(prev, info);
-    if (baseline) {
+    if (baseline || info.paused) {
+      // A pause holds the floor and lets the backlog rise by design: judge neither, and start
+      // both again after it.
       this.#pendings = [];
       this.#flatSince = undefined;
+      this.#redeliveredAt = undefined;
     }
     const redeliveries = baseline || prev === undefined ? 0 : estimateRedeliveries(prev, info);
 
-    this.#pendings.push(info.pending);
-    if (this.#pendings.length > this.#settings.windowSamples) this.#pendings.shift();
-    const backlogGrowing =
-      this.#pendings.length === this.#settings.windowSamples &&
-      isBacklogGrowing(this.#pendings, this.#settings.backlogMinRise);
+    let backlogGrowing = false;
+    if (!info.paused) {
+      this.#pendings.push(info.pending);
+      if (this.#pendings.length > this.#settings.windowSamples) this.#pendings.shift();
+      backlogGrowing =
+        this.#pendings.length === this.#settings.windowSamples &&
+        isBacklogGrowing(this.#pendings, this.#settings.backlogMinRise);
+    }
 
     let ackFloorFlatMs = 0;
-    if (info.ackPending === 0) {
+    if (info.ackPending === 0 || info.paused) {
       // Nothing in flight: a flat floor is an idle consumer, not a stuck one.
       this.#flatSince = undefined;
+      this.#redeliveredAt = undefined;
     } else {
       const moved =
         prev === undefined || prev.ackFloor !== info.ackFloor || prev.ackFloorStreamSeq !== info.ackFloorStreamSeq;
-      if (this.#flatSince === undefined || moved) this.#flatSince = at;
+      if (this.#flatSince === undefined || moved) {
+        this.#flatSince = at;
+        this.#redeliveredAt = undefined;
+      } else if (redeliveries > 0 && this.#redeliveredAt === undefined) {
+        this.#redeliveredAt = at;
+      }
       ackFloorFlatMs = Math.max(0, at - this.#flatSince);
     }
-    const stalled = info.ackPending > 0 && info.ackWaitMs !== undefined && ackFloorFlatMs > info.ackWaitMs;
+    const leaseMs = effectiveLease(this.#settings.declaredLeaseMs, info.ackWaitMs);
+    const evidence = info.paused
+      ? undefined
+      : stallEvidence({
+          ackPending: info.ackPending,
+          ackWaitMs: info.ackWaitMs,
+          flatMs: ackFloorFlatMs,
+          sinceRedeliveryMs: this.#redeliveredAt === undefined ? undefined : Math.max(0, at - this.#redeliveredAt),
+          redeliveredInFlight: info.redelivered,
+          leaseMs,
+        });
 
     this.#prev = info;
     return Object.freeze({
@@ -304,11 +402,22 @@ export class ConsumerHealthTracker {
       ackWaitMs: info.ackWaitMs,
       redeliveriesSinceLastSample: redeliveries,
       ackFloorFlatMs,
-      stalled,
+      stalled: evidence !== undefined,
+      stallEvidence: evidence,
+      leaseMs,
       backlogGrowing,
+      paused: info.paused,
+      pausedUntil: pausedUntil(info, at),
       baseline,
     });
   }
+}
+
+/** When a pause ends, in the local clock: `at + pause_remaining` (no clock skew), else `pause_until`. */
+function pausedUntil(info: ConsumerInfoFields, at: number): number | undefined {
+  if (!info.paused) return undefined;
+  if (info.pauseRemainingMs !== undefined) return Math.round(at + info.pauseRemainingMs);
+  return info.pauseUntilMs;
 }
 
 function record(value: unknown, what: string): Record<string, unknown> {

@@ -39,9 +39,17 @@ export interface ConsumerWatch {
  * retried with a doubling delay up to `maxBackoffMs`; it never throws or rejects into the
  * host. The timer is unref'd, so a watch alone does not keep the process alive.
  *
+ * `stalled` needs evidence that a worker stopped, not only a flat ack floor: a healthy write
+ * kept alive by InProgress heartbeats, a delayed NAK and a paused consumer hold the floor
+ * too. Declare the longest lease a healthy delivery may hold (`maxLeaseMs`, or the workers'
+ * verified `inProgress` policy) and a floor flat for longer than that is a stall; with or
+ * without it, a message redelivered while the floor is flat that does not move the floor
+ * within a further AckWait (or the lease) is one. While the consumer is paused (nats-server
+ * 2.11+), neither `stalled` nor `backlogGrowing` is reported.
+ *
  * Metrics, per sample: gauges `consumer_pending_messages`, `consumer_ack_pending_messages`,
- * `consumer_stalled` and `consumer_backlog_growing` (0/1), counter
- * `consumer_redelivered_messages`. Labels `{ stream, consumer }` only with `labels: true`.
+ * `consumer_stalled`, `consumer_backlog_growing` and `consumer_paused` (0/1), counter
+ * `consumer_redelivered_messages_total`. Labels `{ stream, consumer }` only with `labels: true`.
  *
  * @param jsm - a JetStream manager, or anything with `consumers.info` (see {@link ConsumerInfoSource}).
  * @param stream - the stream's name.
@@ -53,13 +61,15 @@ export interface ConsumerWatch {
  * @example
  * ```ts
  * import { jetstreamManager } from "@nats-io/jetstream";
- * import { InMemoryMetrics, watchConsumer } from "jetstream-inprogress";
+ * import { InMemoryMetrics, consumerTimingFromConfig, verifyInProgressPolicy, watchConsumer } from "jetstream-inprogress";
  *
  * const jsm = await jetstreamManager(nc, { checkAPI: false });
  * const metrics = new InMemoryMetrics();
+ * const policy = verifyInProgressPolicy({ enabled: true, intervalMs: 10_000 }, consumerTimingFromConfig(await jsm.consumers.info("ORDERS", "writer")));
  * const watch = watchConsumer(jsm, "ORDERS", "writer", {
  *   intervalMs: 10_000,
  *   metrics,
+ *   inProgress: policy, // healthy heartbeated writes are not stalls
  *   onSample: (s) => {
  *     if (s.stalled) console.warn(`ORDERS/writer: ack floor flat ${s.ackFloorFlatMs} ms, ${s.ackPending} in flight`);
  *     if (s.backlogGrowing) console.warn(`ORDERS/writer: backlog growing, ${s.pending} pending`);
@@ -113,6 +123,7 @@ class ConsumerWatcher {
       consumer,
       windowSamples: settings.windowSamples,
       backlogMinRise: settings.backlogMinRise,
+      declaredLeaseMs: settings.declaredLeaseMs,
     });
   }
 
@@ -175,7 +186,8 @@ class ConsumerWatcher {
     m.gauge(MetricNames.CONSUMER_ACK_PENDING_MESSAGES, sample.ackPending, labels);
     m.gauge(MetricNames.CONSUMER_STALLED, sample.stalled ? 1 : 0, labels);
     m.gauge(MetricNames.CONSUMER_BACKLOG_GROWING, sample.backlogGrowing ? 1 : 0, labels);
-    m.count(MetricNames.CONSUMER_REDELIVERED_MESSAGES, sample.redeliveriesSinceLastSample, labels);
+    m.gauge(MetricNames.CONSUMER_PAUSED, sample.paused ? 1 : 0, labels);
+    m.count(MetricNames.CONSUMER_REDELIVERED_MESSAGES_TOTAL, sample.redeliveriesSinceLastSample, labels);
     callGuarded(this.#settings.onSample, sample);
     return this.#settings.intervalMs;
   }

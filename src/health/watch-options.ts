@@ -3,8 +3,12 @@
  * `TypeError` naming the field, the value, the limit and the fix.
  */
 import type { ConsumerAPI } from "@nats-io/jetstream";
+import type { DisabledInProgressPolicy, VerifiedInProgressPolicy } from "../policy/in-progress-policy.js";
+import { readOptionKeys } from "../policy/option-keys.js";
+import { isVerifiedPolicy } from "../policy/verified-policies.js";
 import type { MetricsSink } from "../telemetry/metrics-sink.js";
 import type { ConsumerHealthSample } from "./consumer-health.js";
+import { leaseFromPolicy } from "./stall-rule.js";
 
 /** Shortest poll interval: consumer info is a JetStream API request served by the consumer leader. */
 const MIN_INTERVAL_MS = 100;
@@ -14,7 +18,10 @@ const MIN_WINDOW_SAMPLES = 3;
 const MAX_WINDOW_SAMPLES = 1000;
 const DEFAULT_MAX_BACKOFF_MS = 30_000;
 
-const KNOWN_OPTIONS: ReadonlySet<string> = new Set([
+/** The longest lease a host may declare: above any policy's `intervalMs × maxHeartbeats` + window. */
+const MAX_LEASE_MS = 2 ** 46;
+
+const KNOWN_OPTIONS: readonly string[] = Object.freeze([
   "intervalMs",
   "signal",
   "metrics",
@@ -22,6 +29,8 @@ const KNOWN_OPTIONS: ReadonlySet<string> = new Set([
   "windowSamples",
   "backlogMinRise",
   "maxBackoffMs",
+  "maxLeaseMs",
+  "inProgress",
   "onSample",
   "onError",
 ]);
@@ -102,6 +111,22 @@ export interface WatchConsumerOptions {
    * returns to `intervalMs`. Default `max(intervalMs, 30000)`.
    */
   readonly maxBackoffMs?: number;
+  /**
+   * The longest time one healthy delivery may hold a message without settling it, in
+   * milliseconds (integer >= 1): the longest heartbeated write, plus one redelivery window —
+   * and, if your workers NAK with a delay, at least the longest NAK delay. A flat ack floor
+   * longer than this (and never less than the consumer's AckWait) is a stall. Without it (and
+   * without `inProgress`) only a redelivery that does not move the floor counts as a stall.
+   * With both, the longer lease counts.
+   */
+  readonly maxLeaseMs?: number;
+  /**
+   * The InProgress policy the workers run under, to derive the lease from:
+   * `intervalMs × maxHeartbeats` plus the redelivery window it was verified against (AckWait,
+   * or the longest BackOff step in BackOff-aware mode). A policy from
+   * `verifyInProgressPolicy`, or `{ enabled: false }` (no beats: the lease is one AckWait).
+   */
+  readonly inProgress?: VerifiedInProgressPolicy | DisabledInProgressPolicy;
   /** Called with every sample. Exceptions and rejections are swallowed. */
   readonly onSample?: (sample: ConsumerHealthSample) => void;
   /**
@@ -121,6 +146,8 @@ export interface WatchSettings {
   readonly signal: AbortSignal | undefined;
   readonly metrics: MetricsSink | undefined;
   readonly labels: boolean;
+  /** The declared lease (`0`: one AckWait), or `undefined` when none was declared. */
+  readonly declaredLeaseMs: number | undefined;
   readonly onSample: ((sample: ConsumerHealthSample) => void) | undefined;
   readonly onError: ((error: unknown, failure: ConsumerPollFailure) => void) | undefined;
 }
@@ -133,15 +160,10 @@ export function checkArguments(jsm: unknown, stream: unknown, consumer: unknown,
   }
   checkName("stream", stream);
   checkName("consumer", consumer);
-  if (!isObject(options) || Array.isArray(options)) {
+  if (options === undefined || options === null) {
     fail("options", options, "an object", "pass at least { intervalMs: 10_000 }");
   }
-  const o = options as Record<string, unknown>;
-  for (const key of Object.keys(o)) {
-    if (!KNOWN_OPTIONS.has(key)) {
-      fail(`options.${key}`, o[key], `one of ${[...KNOWN_OPTIONS].join(", ")}`, "remove or correct the misspelt option");
-    }
-  }
+  const o = readOptionKeys("watchConsumer options", options, KNOWN_OPTIONS);
 
   const intervalMs = o["intervalMs"];
   if (!isIntegerIn(intervalMs, MIN_INTERVAL_MS, MAX_INTERVAL_MS)) {
@@ -186,6 +208,7 @@ export function checkArguments(jsm: unknown, stream: unknown, consumer: unknown,
   if (typeof labels !== "boolean") {
     fail("options.labels", labels, "a boolean", "use labels: true to label metrics with { stream, consumer }");
   }
+  const declaredLeaseMs = readLease(o["maxLeaseMs"], o["inProgress"]);
   const onSample = o["onSample"];
   if (onSample !== undefined && typeof onSample !== "function") {
     fail("options.onSample", onSample, "a function", "pass (sample) => { ... }, or leave it out");
@@ -202,9 +225,39 @@ export function checkArguments(jsm: unknown, stream: unknown, consumer: unknown,
     signal: signal as AbortSignal | undefined,
     metrics: metrics as MetricsSink | undefined,
     labels,
+    declaredLeaseMs,
     onSample: onSample as WatchSettings["onSample"],
     onError: onError as WatchSettings["onError"],
   };
+}
+
+/** The declared lease: the longer of `maxLeaseMs` and the policy's lease; `undefined` for none. */
+function readLease(maxLeaseMs: unknown, inProgress: unknown): number | undefined {
+  if (maxLeaseMs !== undefined && !isIntegerIn(maxLeaseMs, 1, MAX_LEASE_MS)) {
+    fail(
+      "options.maxLeaseMs",
+      maxLeaseMs,
+      `an integer from 1 to ${MAX_LEASE_MS} (milliseconds)`,
+      "declare the longest heartbeated write plus one AckWait, e.g. maxLeaseMs: 120_000, or pass inProgress: policy",
+    );
+  }
+  let fromPolicy: number | undefined;
+  if (inProgress !== undefined) {
+    if (isVerifiedPolicy(inProgress)) {
+      fromPolicy = leaseFromPolicy(inProgress);
+    } else if (isObject(inProgress) && (inProgress as { enabled?: unknown }).enabled === false) {
+      fromPolicy = 0;
+    } else {
+      fail(
+        "options.inProgress",
+        inProgress,
+        "a policy returned by verifyInProgressPolicy, or { enabled: false }",
+        "pass the verified policy the workers use (an unverified one says nothing about the consumer's AckWait), or declare maxLeaseMs",
+      );
+    }
+  }
+  if (maxLeaseMs === undefined) return fromPolicy;
+  return Math.max(maxLeaseMs as number, fromPolicy ?? 0);
 }
 
 function checkName(field: "stream" | "consumer", value: unknown): void {

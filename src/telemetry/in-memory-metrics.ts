@@ -49,6 +49,12 @@ export class InMemoryMetrics implements MetricsSink {
     this.#gauges.set(seriesKey(name, labels), value);
   }
 
+  /** {@inheritDoc MetricsSink.addToGauge} */
+  addToGauge(name: MetricName, delta: number, labels?: MetricLabels): void {
+    const key = seriesKey(name, labels);
+    this.#gauges.set(key, (this.#gauges.get(key) ?? 0) + delta);
+  }
+
   /** {@inheritDoc MetricsSink.recordObservation} */
   recordObservation(name: MetricName, value: number, labels?: MetricLabels): void {
     const key = seriesKey(name, labels);

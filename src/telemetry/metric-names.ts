@@ -3,19 +3,8 @@
  * each, for adapters that register metrics up front.
  */
 
-/**
- * Every metric name the library emits. Names are stable; a host adds its own prefix in its
- * adapter. No label is ever built from subjects, payloads, headers, message ids, stream
- * sequences, credentials or error messages.
- *
- * @example
- * ```ts
- * const metrics = new InMemoryMetrics();
- * // ... run work with { metrics } ...
- * const beats = metrics.snapshot().counters[MetricNames.IN_PROGRESS_ATTEMPTS_TOTAL] ?? 0;
- * ```
- */
-export const MetricNames = {
+/** The names, as written; {@link MetricNames} adds the deprecated alias. */
+const METRIC_NAMES = {
   /** Counter: heartbeats attempted while work was active (one per batch per beat). */
   IN_PROGRESS_ATTEMPTS_TOTAL: "in_progress_attempts_total",
   /** Counter: heartbeats accepted (handed to the client, or confirmed by the server) — not sink success. */
@@ -66,15 +55,48 @@ export const MetricNames = {
   CONSUMER_PENDING_MESSAGES: "consumer_pending_messages",
   /** Gauge: messages delivered and not yet acknowledged (in flight). */
   CONSUMER_ACK_PENDING_MESSAGES: "consumer_ack_pending_messages",
-  /** Counter: redeliveries observed between consumer-info samples. */
-  CONSUMER_REDELIVERED_MESSAGES: "consumer_redelivered_messages",
-  /** Gauge (0/1): messages in flight while the ack floor has not moved for longer than AckWait. */
+  /** Counter: redeliveries observed between consumer-info samples (formerly `consumer_redelivered_messages`). */
+  CONSUMER_REDELIVERED_MESSAGES_TOTAL: "consumer_redelivered_messages_total",
+  /** Gauge (0/1): messages in flight, the ack floor flat, and evidence that a worker stopped (a redelivery that did not move it, or a floor flat past the declared lease). */
   CONSUMER_STALLED: "consumer_stalled",
   /** Gauge (0/1): the pending count keeps rising across the watch window. */
   CONSUMER_BACKLOG_GROWING: "consumer_backlog_growing",
+  /** Gauge (0/1): the consumer is paused (nats-server 2.11 and later) and delivers nothing until the pause ends. */
+  CONSUMER_PAUSED: "consumer_paused",
   /** Counter: consumer-info polls that failed. */
   CONSUMER_POLL_FAILURES_TOTAL: "consumer_poll_failures_total",
 } as const;
+
+/**
+ * Every metric name the library emits. Names are stable; a host adds its own prefix in its
+ * adapter. No label is ever built from subjects, payloads, headers, message ids, stream
+ * sequences, credentials or error messages.
+ *
+ * `CONSUMER_REDELIVERED_MESSAGES` is a deprecated, non-enumerable alias of
+ * `CONSUMER_REDELIVERED_MESSAGES_TOTAL` (the metric was renamed to carry the counter suffix):
+ * code that used the key keeps compiling and records under the new name.
+ *
+ * @example
+ * ```ts
+ * const metrics = new InMemoryMetrics();
+ * // ... run work with { metrics } ...
+ * const beats = metrics.snapshot().counters[MetricNames.IN_PROGRESS_ATTEMPTS_TOTAL] ?? 0;
+ * ```
+ */
+export const MetricNames = Object.freeze(
+  Object.defineProperty(
+    {
+      ...METRIC_NAMES,
+      // Types only: the alias is defined below as a non-enumerable property.
+      ...({} as {
+        /** @deprecated Use `CONSUMER_REDELIVERED_MESSAGES_TOTAL`; the metric is now named `consumer_redelivered_messages_total`. */
+        readonly CONSUMER_REDELIVERED_MESSAGES: typeof METRIC_NAMES.CONSUMER_REDELIVERED_MESSAGES_TOTAL;
+      }),
+    },
+    "CONSUMER_REDELIVERED_MESSAGES",
+    { value: METRIC_NAMES.CONSUMER_REDELIVERED_MESSAGES_TOTAL, enumerable: false },
+  ),
+);
 
 /**
  * One of the stable metric names.
@@ -96,18 +118,25 @@ export interface MetricDefinition {
   readonly kind: "counter" | "gauge" | "observation";
   readonly unit: "1" | "s";
   readonly help: string;
+  /**
+   * Gauges only: `true` when the value is a sum of contributions that each process moves up
+   * and down (batches under supervision), so sinks sharing one backend must add deltas
+   * (`MetricsSink.addToGauge`) rather than set a level; `false` for readings of one value
+   * (consumer info), where the last value set is the truth.
+   */
+  readonly additive: boolean;
   /** Label names the library may set on this metric (only when the host asks for them). */
   readonly labelNames: readonly string[];
 }
 
 const CONSUMER_LABELS = Object.freeze(["stream", "consumer"]);
 
-const DEFINITIONS: Record<MetricName, Omit<MetricDefinition, "name" | "labelNames"> & { labelNames?: readonly string[] }> = {
+const DEFINITIONS: Record<MetricName, Omit<MetricDefinition, "name" | "labelNames" | "additive"> & { labelNames?: readonly string[]; additive?: true }> = {
   in_progress_attempts_total: { kind: "counter", unit: "1", help: "InProgress heartbeats attempted while work was active (one per batch per beat)" },
   in_progress_successes_total: { kind: "counter", unit: "1", help: "InProgress heartbeats accepted (not sink success)" },
   in_progress_failures_total: { kind: "counter", unit: "1", help: "InProgress heartbeats that failed before the final decision" },
   in_progress_max_heartbeats_reached_total: { kind: "counter", unit: "1", help: "Batches that reached maxHeartbeats" },
-  current_in_progress_batches_active: { kind: "gauge", unit: "1", help: "Batches currently under heartbeat supervision" },
+  current_in_progress_batches_active: { kind: "gauge", unit: "1", help: "Batches currently under heartbeat supervision", additive: true },
   in_progress_heartbeat_seconds: { kind: "observation", unit: "s", help: "Time spent sending one heartbeat round" },
   in_progress_lease_expired_total: { kind: "counter", unit: "1", help: "Batches whose redelivery deadline passed without an accepted heartbeat" },
   in_progress_beats_skipped_total: { kind: "counter", unit: "1", help: "Heartbeats withheld because the work reported no progress" },
@@ -128,9 +157,10 @@ const DEFINITIONS: Record<MetricName, Omit<MetricDefinition, "name" | "labelName
   fetch_failures_total: { kind: "counter", unit: "1", help: "Failed fetches in the run loop" },
   consumer_pending_messages: { kind: "gauge", unit: "1", help: "Messages the consumer has not delivered yet (lag)", labelNames: CONSUMER_LABELS },
   consumer_ack_pending_messages: { kind: "gauge", unit: "1", help: "Messages delivered and not yet acknowledged", labelNames: CONSUMER_LABELS },
-  consumer_redelivered_messages: { kind: "counter", unit: "1", help: "Redeliveries observed between consumer-info samples", labelNames: CONSUMER_LABELS },
-  consumer_stalled: { kind: "gauge", unit: "1", help: "1 while messages are in flight and the ack floor has not moved for longer than AckWait", labelNames: CONSUMER_LABELS },
+  consumer_redelivered_messages_total: { kind: "counter", unit: "1", help: "Redeliveries observed between consumer-info samples", labelNames: CONSUMER_LABELS },
+  consumer_stalled: { kind: "gauge", unit: "1", help: "1 while messages are in flight and a flat ack floor shows a stopped worker (a redelivery that did not move it, or flat past the declared lease)", labelNames: CONSUMER_LABELS },
   consumer_backlog_growing: { kind: "gauge", unit: "1", help: "1 while the pending count keeps rising across the watch window", labelNames: CONSUMER_LABELS },
+  consumer_paused: { kind: "gauge", unit: "1", help: "1 while the consumer is paused (nats-server 2.11 and later)", labelNames: CONSUMER_LABELS },
   consumer_poll_failures_total: { kind: "counter", unit: "1", help: "Consumer-info polls that failed", labelNames: CONSUMER_LABELS },
 };
 
@@ -141,7 +171,7 @@ const DEFINITIONS: Record<MetricName, Omit<MetricDefinition, "name" | "labelName
  */
 export const METRIC_DEFINITIONS: readonly MetricDefinition[] = Object.freeze(
   (Object.keys(DEFINITIONS) as MetricName[]).map((name) =>
-    Object.freeze({ name, ...DEFINITIONS[name], labelNames: DEFINITIONS[name].labelNames ?? [] }),
+    Object.freeze({ name, ...DEFINITIONS[name], additive: DEFINITIONS[name].additive === true, labelNames: DEFINITIONS[name].labelNames ?? [] }),
   ),
 );
 

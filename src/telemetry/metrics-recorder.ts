@@ -7,8 +7,8 @@ import type { MetricLabels, MetricsSink } from "./metrics-sink.js";
 
 /**
  * The library's own handle on a sink: every call is guarded (a throwing or incomplete sink
- * is ignored), and up/down gauges are tracked here so concurrent batches sharing one sink
- * report one total.
+ * is ignored). Up/down gauges go to the sink's `addToGauge` when it has one; otherwise their
+ * level is tracked here, so concurrent batches sharing one sink object report one total.
  *
  * @internal
  */
@@ -53,12 +53,28 @@ export class MetricsRecorder {
     call(this.#sink, "setGauge", name, value, labels);
   }
 
-  /** Moves an up/down gauge by `delta` and reports its new level. */
+  /**
+   * Moves an up/down gauge by `delta`: through the sink's `addToGauge` when it has one (the
+   * shared instrument adds every contribution), else by setting the level this recorder has
+   * counted for its sink (right only while one sink object feeds the instrument).
+   */
   gaugeAdd(name: MetricName, delta: number): void {
-    if (this.#sink === undefined) return;
+    if (this.#sink === undefined || !Number.isFinite(delta) || delta === 0) return;
+    if (hasMethod(this.#sink, "addToGauge")) {
+      call(this.#sink, "addToGauge", name, delta, undefined);
+      return;
+    }
     const level = (this.#levels.get(name) ?? 0) + delta;
     this.#levels.set(name, level);
     call(this.#sink, "setGauge", name, level, undefined);
+  }
+}
+
+function hasMethod(sink: MetricsSink, method: keyof MetricsSink): boolean {
+  try {
+    return typeof (sink as unknown as Record<string, unknown>)[method] === "function";
+  } catch {
+    return false;
   }
 }
 

@@ -145,7 +145,9 @@ describe("watchConsumer on a real nats-server", () => {
     const slow = new SampleLog();
     const slowMetrics = new InMemoryMetrics();
     const watches: ConsumerWatch[] = [
-      watchConsumer(jsm, f.stream, f.consumer, { intervalMs: 100, metrics: fastMetrics, onSample: fast.onSample }),
+      // These workers send no heartbeats: their longest lease is one AckWait, and saying so
+      // ({ enabled: false }) lets the watch call a floor flat for longer a stall.
+      watchConsumer(jsm, f.stream, f.consumer, { intervalMs: 100, metrics: fastMetrics, inProgress: { enabled: false }, onSample: fast.onSample }),
       // Longer than the moment num_redelivered shows (the redelivered message is acked in
       // 1.2 s), so this watch can only count the redelivery from the sequences.
       watchConsumer(jsm, f.stream, f.consumer, { intervalMs: 7000, metrics: slowMetrics, labels: true, onSample: slow.onSample }),
@@ -195,10 +197,11 @@ describe("watchConsumer on a real nats-server", () => {
     expect(drained).toMatchObject({ pending: 0, ackPending: 0, delivered: 41, deliveredStreamSeq: 40, stalled: false });
 
     // The ack floor freezes just below the stuck delivery while it waits, and stalled turns
-    // on only after AckWait.
+    // on only after the declared lease (one AckWait).
     const stalled = samples.filter((s) => s.stalled);
     expect(stalled.length, fast.summary()).toBeGreaterThan(0);
     for (const s of stalled) {
+      expect(s).toMatchObject({ stallEvidence: "lease", leaseMs: ACK_WAIT_MS });
       expect(s.ackFloor).toBe(stuck.deliverySequence - 1);
       expect(s.ackPending).toBeGreaterThanOrEqual(1);
       expect(s.ackFloorFlatMs).toBeGreaterThan(ACK_WAIT_MS);
@@ -217,11 +220,14 @@ describe("watchConsumer on a real nats-server", () => {
 
     // One redelivery, counted by both watches; the slow one never saw num_redelivered > 0.
     expect(samples.reduce((n, s) => n + s.redeliveriesSinceLastSample, 0)).toBe(1);
-    expect(fastMetrics.snapshot().counters[MetricNames.CONSUMER_REDELIVERED_MESSAGES]).toBe(1);
+    expect(fastMetrics.snapshot().counters[MetricNames.CONSUMER_REDELIVERED_MESSAGES_TOTAL]).toBe(1);
     expect(slow.samples.every((s) => s.redelivered === 0), slow.summary()).toBe(true);
     expect(slowSecond).toMatchObject({ redeliveriesSinceLastSample: 1, delivered: 41, baseline: false });
     const labels = `{consumer=${JSON.stringify(f.consumer)},stream=${JSON.stringify(f.stream)}}`;
-    expect(slowMetrics.snapshot().counters[`${MetricNames.CONSUMER_REDELIVERED_MESSAGES}${labels}`]).toBe(1);
+    expect(slowMetrics.snapshot().counters[`${MetricNames.CONSUMER_REDELIVERED_MESSAGES_TOTAL}${labels}`]).toBe(1);
+    // The slow watch declared no lease and the redelivered message was acked within AckWait:
+    // a crash a healthy worker recovers from is a redelivery, not a stall.
+    expect(slow.samples.some((s) => s.stalled), slow.summary()).toBe(false);
     expect(fastMetrics.snapshot().gauges).toMatchObject({
       [MetricNames.CONSUMER_PENDING_MESSAGES]: 0,
       [MetricNames.CONSUMER_ACK_PENDING_MESSAGES]: 0,

@@ -98,7 +98,7 @@ describe("OpenTelemetryMetricNames", () => {
     const rows = [...doc.matchAll(/^\| `([a-z_]+)` \| `([a-z_.]+)` \| (\w+) \| `([^`]+)` \|$/gm)].map((m) => m.slice(1, 5));
     const instrument = { counter: "Counter", gauge: "Gauge", observation: "Histogram" } as const;
     expect(rows).toEqual(
-      METRIC_DEFINITIONS.map((d) => [d.name, OpenTelemetryMetricNames[d.name], instrument[d.kind], OPEN_TELEMETRY_UNITS[d.name]]),
+      METRIC_DEFINITIONS.map((d) => [d.name, OpenTelemetryMetricNames[d.name], d.additive ? "UpDownCounter" : instrument[d.kind], OPEN_TELEMETRY_UNITS[d.name]]),
     );
   });
 });
@@ -122,10 +122,14 @@ describe("openTelemetryMetrics: collected data", () => {
     expect(attempts?.descriptor).toMatchObject({ unit: "{heartbeat}", description: "InProgress heartbeats attempted while work was active (one per batch per beat)" });
     expect(attempts?.dataPoints.map((p) => p.value)).toEqual([5]);
 
+    // The additive gauge is an UpDownCounter (a non-monotonic sum): set 4, then 1, reads 1.
     const active = data.get("jetstream.in_progress.active_batches");
-    expect(active?.dataPointType).toBe(DataPointType.GAUGE);
+    expect(active?.dataPointType).toBe(DataPointType.SUM);
+    expect(active?.dataPointType === DataPointType.SUM && active.isMonotonic).toBe(false);
     expect(active?.descriptor.unit).toBe("{batch}");
     expect(active?.dataPoints.map((p) => p.value)).toEqual([1]);
+    // A reading of one value stays a Gauge.
+    expect(data.get("jetstream.consumer.pending_messages")?.dataPointType).toBe(DataPointType.GAUGE);
 
     const pending = data.get("jetstream.consumer.pending_messages");
     expect(pending?.dataPoints.map((p) => [p.attributes, p.value])).toEqual([[{ stream: "ORDERS", consumer: "worker" }, 42]]);

@@ -50,7 +50,7 @@ describe("prometheusMetrics: scraped text", () => {
     sink.setGauge(MetricNames.CURRENT_IN_PROGRESS_BATCHES_ACTIVE, 4);
     sink.setGauge(MetricNames.CURRENT_IN_PROGRESS_BATCHES_ACTIVE, 1);
     sink.setGauge(MetricNames.CONSUMER_PENDING_MESSAGES, 42, { stream: "ORDERS", consumer: "worker" });
-    sink.addCounter(MetricNames.CONSUMER_REDELIVERED_MESSAGES, 7, { stream: "ORDERS", consumer: "worker" });
+    sink.addCounter(MetricNames.CONSUMER_REDELIVERED_MESSAGES_TOTAL, 7, { stream: "ORDERS", consumer: "worker" });
     sink.recordObservation(MetricNames.BATCH_WRITE_SECONDS, 0.3);
     sink.recordObservation(MetricNames.BATCH_WRITE_SECONDS, 2);
     sink.recordObservation(MetricNames.IN_PROGRESS_HEARTBEATS_PER_BATCH, 4);
@@ -59,7 +59,7 @@ describe("prometheusMetrics: scraped text", () => {
     expect(text).toMatch(/^myapp_messages_acked_total 5$/m);
     expect(text).toMatch(/^myapp_current_in_progress_batches_active 1$/m);
     expect(text).toMatch(/^myapp_consumer_pending_messages\{stream="ORDERS",consumer="worker"\} 42$/m);
-    expect(text).toMatch(/^myapp_consumer_redelivered_messages\{stream="ORDERS",consumer="worker"\} 7$/m);
+    expect(text).toMatch(/^myapp_consumer_redelivered_messages_total\{stream="ORDERS",consumer="worker"\} 7$/m);
     expect(text).toMatch(/^myapp_batch_write_seconds_bucket\{le="0\.25"\} 0$/m);
     expect(text).toMatch(/^myapp_batch_write_seconds_bucket\{le="0\.5"\} 1$/m);
     expect(text).toMatch(/^myapp_batch_write_seconds_bucket\{le="2\.5"\} 2$/m);

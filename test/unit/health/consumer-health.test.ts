@@ -272,11 +272,16 @@ const info = (over: Partial<ConsumerInfoFields> = {}): ConsumerInfoFields => ({
   ackFloorStreamSeq: 0,
   ackWaitMs: 1000,
   createdMs: Date.parse("2024-01-01T00:00:00Z"),
+  paused: false,
+  pauseRemainingMs: undefined,
+  pauseUntilMs: undefined,
   ...over,
 });
 
-const tracker = (windowSamples = 4, backlogMinRise = 1) =>
-  new ConsumerHealthTracker({ stream: "S", consumer: "C", windowSamples, backlogMinRise });
+const tracker = (windowSamples = 4, backlogMinRise = 1, declaredLeaseMs?: number) =>
+  new ConsumerHealthTracker({ stream: "S", consumer: "C", windowSamples, backlogMinRise, declaredLeaseMs });
+/** A tracker whose host declared "no heartbeats": the lease is one AckWait. */
+const oneAckWait = () => tracker(4, 1, 0);
 
 describe("ConsumerHealthTracker", () => {
   it("the first sample is a baseline and counts nothing, whatever the server reports", () => {
@@ -287,20 +292,20 @@ describe("ConsumerHealthTracker", () => {
     expect(Object.isFrozen(s)).toBe(true);
   });
 
-  it("stalled: in flight with a flat floor for longer than AckWait (strictly), off when the floor moves", () => {
-    const t = tracker();
+  it("with a lease of one AckWait: stalled when in flight with a flat floor for longer than AckWait (strictly), off when the floor moves", () => {
+    const t = oneAckWait();
     const busy = { ackPending: 2, delivered: 10, deliveredStreamSeq: 10, ackFloor: 8, ackFloorStreamSeq: 8 };
     expect(t.update(info(busy), 0).stalled).toBe(false);
     expect(t.update(info(busy), 600).stalled).toBe(false);
     const atLimit = t.update(info(busy), 1000);
     expect(atLimit).toMatchObject({ stalled: false, ackFloorFlatMs: 1000 });
-    expect(t.update(info(busy), 1001)).toMatchObject({ stalled: true, ackFloorFlatMs: 1001 });
+    expect(t.update(info(busy), 1001)).toMatchObject({ stalled: true, stallEvidence: "lease", leaseMs: 1000, ackFloorFlatMs: 1001 });
     const moved = t.update(info({ ...busy, ackFloor: 17, ackFloorStreamSeq: 16 }), 1500);
     expect(moved).toMatchObject({ stalled: false, ackFloorFlatMs: 0 });
   });
 
   it("an idle consumer with an old floor is not stalled the moment a message is delivered", () => {
-    const t = tracker();
+    const t = oneAckWait();
     t.update(info({ delivered: 5, deliveredStreamSeq: 5, ackFloor: 5, ackFloorStreamSeq: 5 }), 0);
     t.update(info({ delivered: 5, deliveredStreamSeq: 5, ackFloor: 5, ackFloorStreamSeq: 5 }), 60_000);
     const s = t.update(info({ ackPending: 1, delivered: 6, deliveredStreamSeq: 6, ackFloor: 5, ackFloorStreamSeq: 5 }), 120_000);
@@ -310,16 +315,20 @@ describe("ConsumerHealthTracker", () => {
   });
 
   it("a floor moving only in stream sequence (a purge) counts as moving", () => {
-    const t = tracker();
+    const t = oneAckWait();
     t.update(info({ ackPending: 1, ackFloor: 4, ackFloorStreamSeq: 5 }), 0);
     const s = t.update(info({ ackPending: 1, ackFloor: 4, ackFloorStreamSeq: 10 }), 5000);
     expect(s.stalled).toBe(false);
   });
 
-  it("without a known AckWait it never reports stalled", () => {
-    const t = tracker();
+  it("without a known AckWait and a lease of one AckWait it never reports stalled; a declared lease still counts", () => {
+    const t = oneAckWait();
     t.update(info({ ackPending: 1, ackWaitMs: undefined }), 0);
-    expect(t.update(info({ ackPending: 1, ackWaitMs: undefined }), 1_000_000)).toMatchObject({ stalled: false, ackFloorFlatMs: 1_000_000 });
+    expect(t.update(info({ ackPending: 1, ackWaitMs: undefined }), 1_000_000)).toMatchObject({ stalled: false, leaseMs: undefined, ackFloorFlatMs: 1_000_000 });
+    const declared = tracker(4, 1, 5000);
+    declared.update(info({ ackPending: 1, ackWaitMs: undefined }), 0);
+    expect(declared.update(info({ ackPending: 1, ackWaitMs: undefined }), 5000)).toMatchObject({ stalled: false, leaseMs: 5000 });
+    expect(declared.update(info({ ackPending: 1, ackWaitMs: undefined }), 5001)).toMatchObject({ stalled: true, stallEvidence: "lease" });
   });
 
   it("counts redeliveries between samples from the sequences (field report numbers)", () => {
@@ -399,6 +408,9 @@ describe("readConsumerInfo", () => {
       ackFloorStreamSeq: 8,
       ackWaitMs: 2000,
       createdMs: Date.parse("2024-01-01T00:00:00Z"),
+      paused: false,
+      pauseRemainingMs: undefined,
+      pauseUntilMs: undefined,
     });
   });
 

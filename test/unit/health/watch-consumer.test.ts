@@ -2,6 +2,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import {
   InMemoryMetrics,
   MetricNames,
+  verifyInProgressPolicy,
   watchConsumer,
   type ConsumerHealthSample,
   type ConsumerInfoSource,
@@ -65,7 +66,12 @@ describe("watchConsumer: option validation", () => {
     ["intervalMs missing", () => watchConsumer(src, "S", "C", {} as never), /options\.intervalMs .* got undefined/],
     ["intervalMs as string", () => watchConsumer(src, "S", "C", { intervalMs: "1000" } as never), /options\.intervalMs .* got "1000"/],
     ["intervalMs above an hour", () => watchConsumer(src, "S", "C", { intervalMs: 3_600_001 }), /options\.intervalMs .* got 3600001/],
-    ["misspelt option", () => watchConsumer(src, "S", "C", { intervalMs: 1000, lables: true } as never), /options\.lables must be one of intervalMs, .*labels.*, got true: remove or correct/],
+    ["misspelt option", () => watchConsumer(src, "S", "C", { intervalMs: 1000, lables: true } as never), /watchConsumer options: unknown option "lables" — did you mean "labels"\? .*known: intervalMs, .*maxLeaseMs, inProgress/],
+    ["misspelt lease option", () => watchConsumer(src, "S", "C", { intervalMs: 1000, maxLease: 5000 } as never), /unknown option "maxLease" — did you mean "maxLeaseMs"\?/],
+    ["maxLeaseMs 0", () => watchConsumer(src, "S", "C", { intervalMs: 1000, maxLeaseMs: 0 }), /options\.maxLeaseMs must be an integer from 1 to \d+ \(milliseconds\), got 0: declare the longest heartbeated write/],
+    ["maxLeaseMs fractional", () => watchConsumer(src, "S", "C", { intervalMs: 1000, maxLeaseMs: 1.5 }), /options\.maxLeaseMs .* got 1\.5/],
+    ["inProgress not verified", () => watchConsumer(src, "S", "C", { intervalMs: 1000, inProgress: { enabled: true, intervalMs: 1000 } as never }), /options\.inProgress must be a policy returned by verifyInProgressPolicy, or \{ enabled: false \}, got an object: pass the verified policy/],
+    ["inProgress not an object", () => watchConsumer(src, "S", "C", { intervalMs: 1000, inProgress: true as never }), /options\.inProgress must be .*, got true/],
     ["windowSamples 2", () => watchConsumer(src, "S", "C", { intervalMs: 1000, windowSamples: 2 }), /options\.windowSamples must be an integer from 3 to 1000, got 2: use at least 3 samples/],
     ["backlogMinRise 0", () => watchConsumer(src, "S", "C", { intervalMs: 1000, backlogMinRise: 0 }), /options\.backlogMinRise must be an integer >= 1 \(messages\), got 0/],
     ["maxBackoffMs below intervalMs", () => watchConsumer(src, "S", "C", { intervalMs: 1000, maxBackoffMs: 500 }), /options\.maxBackoffMs must be an integer from intervalMs \(1000\) to 3600000 \(milliseconds\), got 500/],
@@ -74,7 +80,8 @@ describe("watchConsumer: option validation", () => {
     ["labels not a boolean", () => watchConsumer(src, "S", "C", { intervalMs: 1000, labels: "yes" as never }), /options\.labels must be a boolean, got "yes"/],
     ["onSample not a function", () => watchConsumer(src, "S", "C", { intervalMs: 1000, onSample: 1 as never }), /options\.onSample must be a function, got 1/],
     ["onError not a function", () => watchConsumer(src, "S", "C", { intervalMs: 1000, onError: "log" as never }), /options\.onError must be a function, got "log"/],
-    ["options not an object", () => watchConsumer(src, "S", "C", 1000 as never), /options must be an object, got 1000/],
+    ["options not an object", () => watchConsumer(src, "S", "C", 1000 as never), /watchConsumer options must be an object, got number/],
+    ["options missing", () => watchConsumer(src, "S", "C", undefined as never), /options must be an object, got undefined: pass at least \{ intervalMs: 10_000 \}/],
     ["jsm without consumers.info", () => watchConsumer({} as never, "S", "C", { intervalMs: 1000 }), /jsm must be an object with consumers\.info\(stream, consumer\), got an object: pass a JetStreamManager/],
     ["empty stream", () => watchConsumer(src, "", "C", { intervalMs: 1000 }), /stream must be a non-empty name .*, got "": pass the stream's name/],
     ["wildcard consumer", () => watchConsumer(src, "S", "C.>", { intervalMs: 1000 }), /consumer must be a non-empty name .*, got "C\.>"/],
@@ -127,8 +134,10 @@ describe("watchConsumer: polling", () => {
       [MetricNames.CONSUMER_ACK_PENDING_MESSAGES]: 2,
       [MetricNames.CONSUMER_STALLED]: 0,
       [MetricNames.CONSUMER_BACKLOG_GROWING]: 0,
+      [MetricNames.CONSUMER_PAUSED]: 0,
     });
-    expect(snap.counters).toEqual({ [MetricNames.CONSUMER_REDELIVERED_MESSAGES]: 1 });
+    expect(snap.counters).toEqual({ [MetricNames.CONSUMER_REDELIVERED_MESSAGES_TOTAL]: 1 });
+    expect(snap.counters).toEqual({ consumer_redelivered_messages_total: 1 });
     watch.stop();
   });
 
@@ -145,9 +154,52 @@ describe("watchConsumer: polling", () => {
     expect(Object.keys(snap.gauges).sort()).toEqual([
       'consumer_ack_pending_messages{consumer="C",stream="S"}',
       'consumer_backlog_growing{consumer="C",stream="S"}',
+      'consumer_paused{consumer="C",stream="S"}',
       'consumer_pending_messages{consumer="C",stream="S"}',
       'consumer_stalled{consumer="C",stream="S"}',
     ]);
+    watch.stop();
+  });
+
+  it("judges a flat floor against the declared lease: maxLeaseMs, the inProgress policy, or the longer of both", async () => {
+    const policy = verifyInProgressPolicy({ enabled: true, intervalMs: 500, maxHeartbeats: 6 }, { ackWaitMs: 2000, source: "inspected" });
+    const cases: Array<[string, Partial<Parameters<typeof watchConsumer>[3]>, number | undefined]> = [
+      ["nothing declared", {}, undefined],
+      ["maxLeaseMs", { maxLeaseMs: 4000 }, 4000],
+      ["maxLeaseMs below AckWait", { maxLeaseMs: 10 }, 2000],
+      ["a verified policy", { inProgress: policy }, 500 * 6 + 2000],
+      ["a disabled policy", { inProgress: { enabled: false } }, 2000],
+      ["both: the longer", { inProgress: policy, maxLeaseMs: 9000 }, 9000],
+    ];
+    for (const [name, extra, leaseMs] of cases) {
+      const src = new FakeSource();
+      src.fallback = async () => rawInfo({ ackPending: 1, delivered: 1 });
+      const samples: ConsumerHealthSample[] = [];
+      const watch = watchConsumer(src, "S", "C", { intervalMs: 1000, ...extra, onSample: (s) => samples.push(s) });
+      await flush(12_000);
+      watch.stop();
+      expect(samples[0]?.leaseMs, name).toBe(leaseMs);
+      const firstStalled = samples.find((s) => s.stalled);
+      if (leaseMs === undefined) expect(firstStalled, name).toBeUndefined();
+      else expect(firstStalled, name).toMatchObject({ stallEvidence: "lease", ackFloorFlatMs: Math.ceil((leaseMs + 1) / 1000) * 1000 });
+    }
+  });
+
+  it("a paused consumer sets consumer_paused and never consumer_stalled", async () => {
+    const src = new FakeSource();
+    const metrics = new InMemoryMetrics();
+    src.fallback = async () => ({ ...rawInfo({ ackPending: 1, delivered: 1, pending: 5 }), paused: true, pause_remaining: 30_000_000_000 });
+    const samples: ConsumerHealthSample[] = [];
+    const watch = watchConsumer(src, "S", "C", { intervalMs: 1000, maxLeaseMs: 2000, metrics, onSample: (s) => samples.push(s) });
+    await flush(10_000);
+    expect(samples.length).toBeGreaterThan(5);
+    expect(samples.every((s) => s.paused && !s.stalled && !s.backlogGrowing)).toBe(true);
+    expect(samples[3]?.pausedUntil).toBe(samples[3]!.at + 30_000);
+    expect(metrics.snapshot().gauges).toMatchObject({ [MetricNames.CONSUMER_PAUSED]: 1, [MetricNames.CONSUMER_STALLED]: 0 });
+    src.fallback = async () => rawInfo({ ackPending: 1, delivered: 1, pending: 5 });
+    await flush(5_000);
+    expect(watch.latest()).toMatchObject({ paused: false, stalled: true, stallEvidence: "lease" });
+    expect(metrics.snapshot().gauges).toMatchObject({ [MetricNames.CONSUMER_PAUSED]: 0, [MetricNames.CONSUMER_STALLED]: 1 });
     watch.stop();
   });
 

@@ -1,0 +1,107 @@
+/**
+ * The package's documentation reaches its users: the checks behind `npm run check:package`
+ * (dead relative links in the README and the shipped docs pages, example paths the README
+ * names, imports of shipped examples, files that must not ship), and this repository's README
+ * and docs against the files `package.json` ships.
+ */
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { describe, expect, it } from "vitest";
+
+interface DeadLink {
+  readonly from: string;
+  readonly target: string;
+  readonly resolved: string;
+}
+interface CheckPackage {
+  unexpectedFiles(files: readonly string[]): string[];
+  linkTargets(markdown: string): string[];
+  deadLinks(from: string, markdown: string, files: readonly string[]): DeadLink[];
+  examplePaths(markdown: string): string[];
+  missingExamples(markdown: string, files: readonly string[]): string[];
+  unresolvedImports(from: string, source: string, files: readonly string[]): Array<{ from: string; specifier: string }>;
+  packageProblems(files: readonly string[], read: (path: string) => string): string[];
+}
+
+const root = join(import.meta.dirname, "..", "..");
+// A computed specifier: the script is plain JavaScript without declarations.
+const check = (await import(pathToFileURL(join(root, "scripts", "check-package.mjs")).href)) as CheckPackage;
+
+const FILES = ["package.json", "README.md", "LICENSE", "dist/index.js", "docs/runbook.md", "docs/backoff.md", "docs/server-versions.md", "examples/with-in-progress.ts"];
+
+describe("link checker", () => {
+  it("a README with a dead relative link fails", () => {
+    const readme = "See [the runbook](docs/runbook.md) and [the missing page](docs/missing.md).";
+    expect(check.deadLinks("README.md", readme, FILES)).toEqual([{ from: "README.md", target: "docs/missing.md", resolved: "docs/missing.md" }]);
+    const problems = check.packageProblems(FILES, (p) => (p === "README.md" ? readme : ""));
+    expect(problems).toEqual(["README.md: link (docs/missing.md) does not resolve inside the package (docs/missing.md)"]);
+  });
+
+  it("resolves anchors, titles, images, reference links and links relative to a docs page", () => {
+    const readme = [
+      "[alerts](docs/runbook.md#alerts) [titled](docs/backoff.md \"BackOff\") ![logo](docs/logo.png)",
+      "[ref]: docs/gone.md",
+      "[dir](docs/) [up](./README.md)",
+    ].join("\n");
+    expect(check.deadLinks("README.md", readme, FILES).map((d) => d.target)).toEqual(["docs/logo.png", "docs/gone.md"]);
+    const page = "[versions](server-versions.md) [home](../README.md) [src](../src/index.ts) [outside](../../elsewhere.md)";
+    expect(check.deadLinks("docs/backoff.md", page, FILES).map((d) => d.target)).toEqual(["../src/index.ts", "../../elsewhere.md"]);
+  });
+
+  it("ignores URLs, same-page anchors and anything inside code", () => {
+    const readme = [
+      "[site](https://example.org/x) [mail](mailto:a@b.c) [here](#install)",
+      "`[inline](docs/not-a-link.md)`",
+      "```md",
+      "[fenced](docs/not-a-link-either.md)",
+      "```",
+    ].join("\n");
+    expect(check.linkTargets(readme)).toEqual(["https://example.org/x", "mailto:a@b.c", "#install"]);
+    expect(check.deadLinks("README.md", readme, FILES)).toEqual([]);
+  });
+
+  it("an example path the README names must be in the package, wherever it is written", () => {
+    const readme = [
+      "Run `npx tsx node_modules/jetstream-inprogress/examples/with-in-progress.ts`.",
+      "```sh",
+      "npx tsx examples/postgres-sink.ts",
+      "```",
+      "`examples/prometheus.js` serves /metrics.",
+    ].join("\n");
+    expect(check.examplePaths(readme)).toEqual(["examples/with-in-progress.ts", "examples/postgres-sink.ts", "examples/prometheus.js"]);
+    expect(check.missingExamples(readme, FILES)).toEqual(["examples/postgres-sink.ts", "examples/prometheus.js"]);
+  });
+
+  it("a shipped example importing a file that is not shipped fails", () => {
+    const demo = 'import { x } from "jetstream-inprogress";\nimport { startServer } from "../test/helpers/nats-server.js";\nimport { y } from "./with-in-progress.js";';
+    expect(check.unresolvedImports("examples/demo.ts", demo, [...FILES, "examples/demo.ts"])).toEqual([
+      { from: "examples/demo.ts", specifier: "../test/helpers/nats-server.js" },
+    ]);
+  });
+
+  it("only the build, the top-level texts, docs pages and examples may ship", () => {
+    expect(check.unexpectedFiles([...FILES, "docs/api/index.html", "src/index.ts", "test/unit/x.test.ts", "examples/demo.ts", ".env"])).toEqual([
+      "docs/api/index.html",
+      "src/index.ts",
+      "test/unit/x.test.ts",
+      ".env",
+    ]);
+  });
+});
+
+describe("this package", () => {
+  it("its README and docs pages link only to files it ships, and every example the README names ships", () => {
+    const out = execFileSync("npm", ["pack", "--dry-run", "--json", "--ignore-scripts"], { cwd: root, encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] });
+    const [packed] = JSON.parse(out) as Array<{ files: Array<{ path: string }> }>;
+    const paths = (packed?.files ?? []).map((f) => f.path);
+    expect(paths).toContain("docs/runbook.md");
+    expect(paths.some((p) => p.startsWith("docs/api/"))).toBe(false);
+    const problems = check.packageProblems(
+      paths.filter((p) => !p.startsWith("dist/")),
+      (p) => readFileSync(join(root, p), "utf8"),
+    );
+    expect(problems).toEqual([]);
+  });
+});
