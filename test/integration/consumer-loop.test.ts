@@ -64,37 +64,41 @@ describe("consumer loops on a real nats-server", () => {
     const f = await createFixture(fx.nc, { ackWaitMs: 30_000 });
     await using spy = await AckSpy.start(fx.spyConn, f.stream);
     await publish(f, 4);
-    const policy = verifyInProgressPolicy({ enabled: false, shutdownTimeoutMs: 200 }, undefined);
+    const policy = verifyInProgressPolicy({ enabled: false, shutdownTimeoutMs: 1000 }, undefined);
     const ack = new CommitThenAck({ inProgress: policy });
     const gauge = new Gauge();
     const committed: number[] = [];
     const shutdown = new AbortController();
+    const results: BatchResult[] = [];
     const running = ack.run(await f.js.consumers.get(f.stream, f.consumer), async (msgs, ctx) => {
       gauge.enter();
       try {
         const seq = msgs[0]!.seq;
         await new Promise<void>((r) => ctx.signal.addEventListener("abort", () => r(), { once: true }));
-        if (seq % 2 === 1) {
-          // Odd ones finish their commit, even past the 200 ms bound.
-          await sleep(600);
-          committed.push(seq);
-          return;
-        }
-        throw ctx.signal.reason;
+        if (seq === 2) throw ctx.signal.reason; // stops at once, commits nothing
+        // 1 and 3 finish their commit within the 1 s bound; 4 only after it.
+        await sleep(seq === 4 ? 1800 : 200);
+        committed.push(seq);
       } finally {
         gauge.leave();
       }
-    }, { batchSize: 1, concurrency: 4, signal: shutdown.signal });
+    }, { batchSize: 1, concurrency: 4, signal: shutdown.signal, onBatch: (r) => results.push(r) });
     await eventually(() => gauge.level === 4, "four writes in flight");
+    const t0 = performance.now();
     shutdown.abort();
     await running;
     expect(gauge.level).toBe(0);
+    expect(performance.now() - t0).toBeGreaterThan(1500); // it waited for the write past the bound
+    expect(committed.sort()).toEqual([1, 3, 4]);
     await fx.drain();
-    expect(committed.sort()).toEqual([1, 3]);
-    // Past the bound withInProgress gave up on them, so they are left, not acked: both kinds
-    // come back, and nothing was sent for either.
-    for (const seq of [1, 2, 3, 4]) expect(spy.forSequence(seq).filter((x) => x.kind !== "+WPI")).toEqual([]);
-    expect((await consumerInfo(f)).num_ack_pending).toBe(4);
+    const frames = (seq: number) => spy.forSequence(seq).map((x) => x.kind);
+    expect(frames(1)).toEqual(["+ACK"]);
+    expect(frames(3)).toEqual(["+ACK"]);
+    // 2 failed on the shutdown and 4 outlived the bound: neither got a frame; both come back.
+    expect(frames(2)).toEqual([]);
+    expect(frames(4)).toEqual([]);
+    expect(results.map((r) => r.outcome).sort()).toEqual(["acked", "acked", "cancelled", "cancelled"]);
+    expect((await consumerInfo(f)).num_ack_pending).toBe(2);
   });
 
   it("a trickle into a long pull (AckWait 2 s, expiresMs 6000): no message waits for its batch until redelivered", async () => {
