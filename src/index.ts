@@ -40,6 +40,7 @@ export type { MetricsSnapshot } from "./telemetry/in-memory-metrics.js";
 export { MetricNames } from "./telemetry/metric-names.js";
 export type { MetricName } from "./telemetry/metric-names.js";
 export type { MetricLabels, MetricsSink } from "./telemetry/metrics-sink.js";
+export type { BatchTrace, TracedBatch, TracedOutcome, Tracing } from "./telemetry/tracing.js";
 export { DiagnosticsChannels } from "./telemetry/diagnostics.js";
 export type { BatchEventBase } from "./telemetry/diagnostics.js";
 export type { HeartbeatFailedEvent, HeartbeatLimitEvent, HeartbeatSentEvent, LeaseExpiredEvent } from "./lease/lease-events.js";

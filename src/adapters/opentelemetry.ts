@@ -1,7 +1,8 @@
 /**
  * `jetstream-inprogress/opentelemetry`: a {@link MetricsSink} backed by the OpenTelemetry
- * metrics API (`@opentelemetry/api`, an optional peer dependency). Like any instrumented
- * library it depends on the API only; the host application chooses and starts the SDK.
+ * metrics API and a {@link Tracing} backed by its tracing API (`@opentelemetry/api`, an
+ * optional peer dependency). Like any instrumented library it depends on the API only; the
+ * host application chooses and starts the SDK.
  *
  * @packageDocumentation
  */
@@ -15,6 +16,8 @@ import { seriesKey, type MetricLabels, type MetricsSink } from "../telemetry/met
 import { OPEN_TELEMETRY_UNITS, OpenTelemetryMetricNames } from "./opentelemetry-names.js";
 
 export { OpenTelemetryMetricNames } from "./opentelemetry-names.js";
+export { openTelemetryTracing } from "./opentelemetry-tracing.js";
+export type { OpenTelemetryTracingOptions } from "./opentelemetry-tracing.js";
 
 /**
  * Options of {@link openTelemetryMetrics}. Every field is optional; an unknown field is a

@@ -10,6 +10,7 @@ import type { TemporaryFailureAction } from "../settle/batch-result.js";
 import type { DeadLetterTarget } from "../settle/dead-letter.js";
 import type { ConfirmAckOptions } from "../settle/frames.js";
 import type { MetricsSink } from "../telemetry/metrics-sink.js";
+import type { Tracing } from "../telemetry/tracing.js";
 
 /**
  * Options of {@link CommitThenAck}, one readonly object.
@@ -28,6 +29,11 @@ export interface CommitThenAckOptions {
   readonly inProgress?: VerifiedInProgressPolicy | DisabledInProgressPolicy;
   /** Where metrics go. */
   readonly metrics?: MetricsSink;
+  /**
+   * Where traces go: one span per batch (per message under `runEach`), for example
+   * `openTelemetryTracing()` from `jetstream-inprogress/opentelemetry`.
+   */
+  readonly tracing?: Tracing;
   /**
    * Temporary failures while deliveries are left: `{ action: "nak" }` (default: a delay that
    * grows with the delivery count), `{ action: "nak", delayMs }` (a fixed delay; `0` is a bare
@@ -101,7 +107,7 @@ export interface ProcessOptions {
 
 /** The keys each options object knows; anything else is refused. */
 export const COMMIT_THEN_ACK_KEYS = [
-  "inProgress", "metrics", "onTemporaryFailure", "deadLetter", "maxDeliver", "signal", "confirmAck",
+  "inProgress", "metrics", "tracing", "onTemporaryFailure", "deadLetter", "maxDeliver", "signal", "confirmAck",
   "connection", "heartbeat", "timing", "backOff",
 ] as const;
 export const FOR_CONSUMER_KEYS = [
@@ -132,6 +138,10 @@ export function validateOptions(options: unknown): CommitThenAckOptions {
     }
   }
   if (o.deadLetter !== undefined) validateDeadLetter(o.deadLetter);
+  const tracing = o.tracing as { startBatch?: unknown } | null | undefined;
+  if (tracing !== undefined && (tracing === null || typeof tracing !== "object" || typeof tracing.startBatch !== "function")) {
+    throw new TypeError("options.tracing must implement Tracing (startBatch): pass openTelemetryTracing() from jetstream-inprogress/opentelemetry");
+  }
   if (o.maxDeliver !== undefined && !isIntegerIn(o.maxDeliver, -1, Number.MAX_SAFE_INTEGER)) {
     throw new TypeError(`options.maxDeliver must be the consumer's max_deliver (an integer, -1 for unlimited), got ${String(o.maxDeliver)}`);
   }

@@ -5,12 +5,13 @@
  * terminated — never lost.
  */
 import type { Consumer, JetStreamManager, JsMsg } from "@nats-io/jetstream";
-import { ConsumerPolicyError, InProgressPolicyError, LeaseExpiredError } from "../errors.js";
+import { ConsumerPolicyError, errorName, InProgressPolicyError, LeaseExpiredError } from "../errors.js";
 import { sharedScheduler } from "../lease/scheduler.js";
 import type { WorkContext } from "../lease/work-context.js";
 import { abortReasonOf } from "../lease/work-run.js";
 import { superviseWork } from "../lease/with-in-progress.js";
 import { serverVersionOf } from "../nats/connection-state.js";
+import { deliveryInfo } from "../nats/message-access.js";
 import { DEFAULT_IN_PROGRESS_POLICY, type DisabledInProgressPolicy, type VerifiedInProgressPolicy } from "../policy/in-progress-policy.js";
 import { readOptionKeys } from "../policy/option-keys.js";
 import { isVerifiedPolicy } from "../policy/verified-policies.js";
@@ -22,6 +23,7 @@ import { emptyResult } from "../settle/summarize.js";
 import { nextBatchId } from "../telemetry/diagnostics.js";
 import { MetricNames } from "../telemetry/metric-names.js";
 import { MetricsRecorder } from "../telemetry/metrics-recorder.js";
+import { TraceRecorder } from "../telemetry/tracing.js";
 import {
   FOR_CONSUMER_KEYS,
   validateOptions,
@@ -194,6 +196,7 @@ export class CommitThenAck {
   async #process(list: readonly JsMsg[], write: BatchWrite, signal: AbortSignal | undefined, receivedAt: ProcessOptions["receivedAt"]): Promise<BatchResult> {
     if (list.length === 0) return emptyResult();
     const batchId = nextBatchId();
+    const trace = this.#startTrace(list);
     const started = performance.now();
     let ctx: WorkContext | undefined;
     let result: unknown;
@@ -206,7 +209,7 @@ export class CommitThenAck {
         list,
         (c) => {
           ctx = c;
-          return write(list, c);
+          return trace.run(() => write(list, c));
         },
         this.#policy,
         {
@@ -218,6 +221,7 @@ export class CommitThenAck {
         },
         sharedScheduler(),
         batchId,
+        trace,
       );
       writeOk = true;
     } catch (err) {
@@ -232,7 +236,7 @@ export class CommitThenAck {
     // After a shutdown began, settling gets the shutdown bound too.
     const budget = new ShutdownBudget(signal, this.#shutdownTimeoutMs);
     try {
-      return await settleBatch(
+      const settled = await settleBatch(
         list,
         {
           ok: writeOk,
@@ -247,9 +251,26 @@ export class CommitThenAck {
         },
         { settler: this.#settler, metrics: this.#metrics, connection: this.#options.connection, budget, batchId },
       );
+      if (trace.active) {
+        const failed = settled.messages.reduce((n, m) => (m.error !== undefined ? n + 1 : n), 0);
+        trace.end({ outcome: settled.outcome, errorName: settled.error === undefined ? undefined : errorName(settled.error), acked: settled.acked, failed });
+      }
+      return settled;
     } finally {
       budget.dispose();
     }
+  }
+
+  /** The trace of one batch, named after the stream and consumer its messages came from. */
+  #startTrace(list: readonly JsMsg[]): TraceRecorder {
+    const tracing = this.#options.tracing;
+    if (tracing === undefined) return TraceRecorder.NONE;
+    const info = deliveryInfo(list[0]!);
+    return TraceRecorder.start(tracing, {
+      stream: info?.stream ?? this.#binding?.stream,
+      consumer: info?.consumer ?? this.#binding?.consumer,
+      messages: list,
+    });
   }
 
   /** How long work and settling may take after a shutdown began. */

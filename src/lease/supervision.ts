@@ -11,6 +11,7 @@ import { deliveryCount } from "../nats/message-access.js";
 import { MetricNames } from "../telemetry/metric-names.js";
 import type { MetricsRecorder } from "../telemetry/metrics-recorder.js";
 import type { MetricsSink } from "../telemetry/metrics-sink.js";
+import type { TraceRecorder } from "../telemetry/tracing.js";
 import { sendConfirmedRound, sendRound, type ClosableConnection, type RequestConnection, type RoundResult } from "./heartbeat-round.js";
 import { publishLeaseEvent } from "./lease-events.js";
 import { LeaseTracker } from "./lease-tracker.js";
@@ -45,6 +46,7 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
   readonly #run: Pick<WorkRun, "abort">;
   readonly #tracker: LeaseTracker;
   readonly #batchId: number;
+  readonly #trace: TraceRecorder;
   #lease: Lease | undefined;
   #nextBeat: number | undefined;
   #beating = true;
@@ -64,8 +66,10 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
     metrics: MetricsRecorder,
     run: Pick<WorkRun, "abort">,
     batchId: number,
+    trace: TraceRecorder,
   ) {
     this.#batchId = batchId;
+    this.#trace = trace;
     this.#msgs = msgs;
     this.#policy = policy;
     this.#opts = opts;
@@ -218,6 +222,7 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
     if (result.refreshed !== "all" || result.released !== undefined) this.#tracker.settle();
     if (result.failed === 0) {
       this.#metrics.count(MetricNames.IN_PROGRESS_SUCCESSES_TOTAL);
+      this.#trace.heartbeat(beat, 0);
       publishLeaseEvent("heartbeatSent", () => ({
         batchId: this.#batchId,
         batchSize: this.#msgs.length,
@@ -229,6 +234,7 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
       return;
     }
     this.#metrics.count(MetricNames.IN_PROGRESS_FAILURES_TOTAL);
+    this.#trace.heartbeat(beat, result.failed);
     publishLeaseEvent("heartbeatFailed", () => ({
       batchId: this.#batchId,
       batchSize: this.#msgs.length,
@@ -267,6 +273,7 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
     this.#nextBeat = undefined;
     const overdueMs = now - this.#tracker.deadline;
     this.#metrics.count(MetricNames.IN_PROGRESS_LEASE_EXPIRED_TOTAL);
+    this.#trace.leaseLost(overdueMs);
     publishLeaseEvent("leaseExpired", () => ({
       batchId: this.#batchId,
       batchSize: this.#msgs.length,

@@ -9,6 +9,7 @@ import { readOptionKeys } from "../policy/option-keys.js";
 import { isVerifiedPolicy } from "../policy/verified-policies.js";
 import { nextBatchId } from "../telemetry/diagnostics.js";
 import { MetricsRecorder } from "../telemetry/metrics-recorder.js";
+import { TraceRecorder } from "../telemetry/tracing.js";
 import { epochMs } from "./received-at.js";
 import { sharedScheduler, type Scheduler } from "./scheduler.js";
 import { Supervision, type SupervisionOptions } from "./supervision.js";
@@ -63,7 +64,8 @@ export function withInProgress<T>(
 /**
  * {@link withInProgress} with an explicit scheduler (tests drive it with a fake clock) and,
  * for `CommitThenAck`, the batch number its diagnostics events already use, so the heartbeat
- * events and the settled event of one batch carry the same `batchId`.
+ * events and the settled event of one batch carry the same `batchId`, and the batch's trace,
+ * whose span gets an event per heartbeat round and one for a lost lease.
  *
  * @internal
  */
@@ -74,6 +76,7 @@ export async function superviseWork<T>(
   options: WithInProgressOptions,
   scheduler: Scheduler,
   batchId?: number,
+  trace: TraceRecorder = TraceRecorder.NONE,
 ): Promise<T> {
   if (typeof work !== "function") throw new TypeError(`work must be a function, got ${typeof work}`);
   const list = toList(msgs);
@@ -86,7 +89,7 @@ export async function superviseWork<T>(
   outer?.throwIfAborted();
 
   const run = new WorkRun(verified?.shutdownTimeoutMs ?? DEFAULT_IN_PROGRESS_POLICY.shutdownTimeoutMs);
-  const supervision = enabled ? new Supervision(list, verified, opts, scheduler, MetricsRecorder.for(opts.metrics), run, batchId ?? nextBatchId()) : undefined;
+  const supervision = enabled ? new Supervision(list, verified, opts, scheduler, MetricsRecorder.for(opts.metrics), run, batchId ?? nextBatchId(), trace) : undefined;
   run.supervision = supervision;
   const ctx = new SupervisedContext(run, supervision);
   const onOuterAbort = outer === undefined ? undefined : (): void => run.abort(outer.reason, true);

@@ -45,7 +45,7 @@ describe("the public names", () => {
   // Adding a name is a deliberate, documented change (CHANGELOG); removing or renaming one breaks users.
   const EXPECTED: Record<string, readonly string[]> = {
     "src/index.ts": [
-      "ACK_WAIT_SAFETY_RATIO", "AckNotConfirmedError", "BackOffMode", "BatchEventBase", "BatchOutcome", "BatchResult", "BatchSettledEvent", "BatchWrite",
+      "ACK_WAIT_SAFETY_RATIO", "AckNotConfirmedError", "BackOffMode", "BatchEventBase", "BatchOutcome", "BatchResult", "BatchSettledEvent", "BatchTrace", "BatchWrite",
       "CheckOptions", "CommitThenAck", "CommitThenAckOptions", "ConfirmAckOptions", "ConnectionClosedError", "ConsumerBinding",
       "ConsumerHealthSample", "ConsumerInfoSource",
       "ConsumerPolicyError", "ConsumerPolicyReason", "ConsumerPollFailure", "ConsumerTiming", "ConsumerWatch",
@@ -56,12 +56,12 @@ describe("the public names", () => {
       "LeaseExpiredError", "LeaseExpiredEvent", "MessageExhaustedEvent", "MessageResult", "MetricLabels", "MetricName", "MetricNames", "MetricsSink",
       "MetricsSnapshot", "PermanentSinkError", "PolicyCheck", "PolicyViolation", "ProcessOptions", "PullOptions", "RunEachOptions",
       "RunErrorContext", "RunOptions", "StallEvidence",
-      "TemporaryFailureAction", "TemporarySinkError", "VerifiedInProgressPolicy", "ViolationCode", "WatchConsumerOptions",
+      "TemporaryFailureAction", "TemporarySinkError", "TracedBatch", "TracedOutcome", "Tracing", "VerifiedInProgressPolicy", "ViolationCode", "WatchConsumerOptions",
       "WithInProgressOptions", "WorkContext", "WriteReport", "checkInProgressPolicy", "consumerTimingFromConfig",
       "verifyInProgressPolicy", "watchConsumer", "withInProgress",
     ],
     "src/adapters/prometheus.ts": ["DEFAULT_COUNT_BUCKETS", "DEFAULT_SECONDS_BUCKETS", "PrometheusMetricsOptions", "prometheusMetrics"],
-    "src/adapters/opentelemetry.ts": ["OpenTelemetryMetricNames", "OpenTelemetryMetricsOptions", "openTelemetryMetrics"],
+    "src/adapters/opentelemetry.ts": ["OpenTelemetryMetricNames", "OpenTelemetryMetricsOptions", "OpenTelemetryTracingOptions", "openTelemetryMetrics", "openTelemetryTracing"],
   };
   for (const [entry, names] of Object.entries(EXPECTED)) {
     it(`${entry} exports exactly the documented names`, () => {
