@@ -79,17 +79,13 @@ export async function superviseWork<T>(
   trace: TraceRecorder = TraceRecorder.NONE,
 ): Promise<T> {
   if (typeof work !== "function") throw new TypeError(`work must be a function, got ${typeof work}`);
-  const list = toList(msgs);
-  const verified = readPolicy(policy);
-  const opts = readOptions(options);
-  const enabled = verified?.enabled === true && list.length > 0;
-  if (enabled) assertMessages(list);
+  const { list, verified, opts, enabled } = readArguments(msgs, policy, options);
 
   const outer = opts.signal;
   outer?.throwIfAborted();
 
   const run = new WorkRun(verified?.shutdownTimeoutMs ?? DEFAULT_IN_PROGRESS_POLICY.shutdownTimeoutMs);
-  const supervision = enabled ? new Supervision(list, verified, opts, scheduler, MetricsRecorder.for(opts.metrics), run, batchId ?? nextBatchId(), trace) : undefined;
+  const supervision = enabled && verified !== undefined ? new Supervision(list, verified, opts, scheduler, MetricsRecorder.for(opts.metrics), run, batchId ?? nextBatchId(), trace) : undefined;
   run.supervision = supervision;
   const ctx = new SupervisedContext(run, supervision);
   const onOuterAbort = outer === undefined ? undefined : (): void => run.abort(outer.reason, true);
@@ -104,6 +100,28 @@ export async function superviseWork<T>(
     supervision?.finish();
     run.close();
     if (onOuterAbort !== undefined) outer?.removeEventListener("abort", onOuterAbort);
+  }
+}
+
+/**
+ * The arguments, read once. A throwing getter in them (on an option, the policy or a message)
+ * is a malformed argument like any other: a `TypeError`, before the work starts.
+ */
+function readArguments(
+  msgs: unknown,
+  policy: unknown,
+  options: unknown,
+): { list: readonly JsMsg[]; verified: VerifiedInProgressPolicy | undefined; opts: SupervisionOptions; enabled: boolean } {
+  try {
+    const list = toList(msgs);
+    const verified = readPolicy(policy);
+    const opts = readOptions(options);
+    const enabled = verified?.enabled === true && list.length > 0;
+    if (enabled) assertMessages(list);
+    return { list, verified, opts, enabled };
+  } catch (err) {
+    if (err instanceof TypeError || err instanceof InProgressPolicyError) throw err;
+    throw new TypeError("withInProgress could not read its arguments (a throwing getter): pass messages as delivered, a verified policy and a plain options object", { cause: err });
   }
 }
 

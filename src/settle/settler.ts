@@ -9,7 +9,7 @@ import { deliveryCount } from "../nats/message-access.js";
 import { MetricNames } from "../telemetry/metric-names.js";
 import type { MetricsRecorder } from "../telemetry/metrics-recorder.js";
 import type { MessageResult, TemporaryFailureAction } from "./batch-result.js";
-import type { Decision } from "./decide.js";
+import { isLastDelivery, type Decision } from "./decide.js";
 import { publishDeadLetter, type DeadLetterTarget } from "./dead-letter.js";
 import { ackConfirmed, nakWithDelay, termWithReason, type ConfirmAckOptions } from "./frames.js";
 import { ackWhenConnected } from "./held-acks.js";
@@ -90,7 +90,7 @@ export class Settler {
       case "nak":
         return this.#nak(m, error);
       case "term":
-        return this.#term(m, error);
+        return this.#term(m, error, scope);
       case "dead_letter":
         return this.#deadLetter(m, error, decision.final, scope);
       case "none":
@@ -144,11 +144,13 @@ export class Settler {
     }
   }
 
-  #term(m: JsMsg, error: unknown): MessageResult {
+  #term(m: JsMsg, error: unknown, scope: SettleScope): MessageResult {
     try {
       termWithReason(m, `permanent failure: ${errorName(error)}`, this.#config.connection);
       return { msg: m, action: "termed", error };
     } catch (settleError) {
+      // On the last allowed delivery nothing brings the message back: say so, never "left".
+      if (isLastDelivery(deliveryCount(m), this.#config.maxDeliver)) return this.#exhausted(m, error, "no_dead_letter_target", scope, settleError);
       return { msg: m, action: "left", error, settleError };
     }
   }
@@ -188,7 +190,7 @@ export class Settler {
     error: unknown,
     reason: "no_dead_letter_target" | "dead_letter_failed",
     scope: SettleScope,
-    settleError: DeadLetterError | undefined,
+    settleError: unknown,
   ): MessageResult {
     this.#config.metrics.count(MetricNames.MESSAGES_EXHAUSTED_TOTAL);
     publishMessageExhausted(() => ({

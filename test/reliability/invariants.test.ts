@@ -10,8 +10,13 @@ import { DeadLetterLedger, IdempotentSink } from "./sink.js";
 
 const S = "ORDERS";
 
-function frame(kind: AckKind, seq: number, dc: number, at: number): AckFrame {
-  return { kind, payload: kind === "+ACK" ? "" : kind, stream: S, consumer: "C", deliveryCount: dc, streamSequence: seq, withReply: false, at };
+function frame(kind: AckKind, seq: number, dc: number, at: number, payload?: string): AckFrame {
+  return { kind, payload: payload ?? (kind === "+ACK" ? "" : kind), stream: S, consumer: "C", deliveryCount: dc, streamSequence: seq, withReply: false, at };
+}
+
+/** A `-NAK` asking for `ms` milliseconds, as nats.js sends it. */
+function nak(seq: number, dc: number, at: number, ms: number): AckFrame {
+  return frame("-NAK", seq, dc, at, `-NAK ${JSON.stringify({ delay: ms * 1_000_000 })}`);
 }
 
 function drained(lastSeq: number, over: Partial<ConsumerInfo> = {}): ConsumerInfo {
@@ -19,13 +24,14 @@ function drained(lastSeq: number, over: Partial<ConsumerInfo> = {}): ConsumerInf
 }
 
 /** A sink whose records carry chosen times (the real one stamps performance.now()). */
-function sinkWith(records: Array<{ op: "deliver" | "commit"; seq: number; dc: number; at: number; worker?: string }>): IdempotentSink {
+function sinkWith(records: Array<{ op: "deliver" | "commit" | "fail"; seq: number; dc: number; at: number; worker?: string }>): IdempotentSink {
   const sink = new IdempotentSink();
   for (const r of records) {
     const key = { stream: S, seq: r.seq, dc: r.dc };
     if (r.op === "deliver") sink.deliver(key, r.worker ?? "w");
+    else if (r.op === "fail") sink.fail(key, r.worker ?? "w", "temporary");
     else sink.commit(key, r.worker ?? "w");
-    const list = r.op === "deliver" ? sink.deliveries : sink.attempts;
+    const list = r.op === "deliver" ? sink.deliveries : r.op === "fail" ? sink.failures : sink.attempts;
     (list[list.length - 1] as { at: number }).at = r.at;
   }
   return sink;
@@ -52,7 +58,7 @@ describe("the invariant checker", () => {
 
   it("reports a lost message with its history", () => {
     const sink = sinkWith([{ op: "deliver", seq: 1, dc: 1, at: 1 }, { op: "commit", seq: 1, dc: 1, at: 2 }, { op: "deliver", seq: 2, dc: 1, at: 1 }]);
-    const report = checkInvariants(observe({ sink, frames: [frame("-NAK", 2, 1, 3)] }));
+    const report = checkInvariants(observe({ sink, frames: [nak(2, 1, 3, 1000)] }));
     expect(report.violations).toEqual(["seq 2 lost: neither committed nor dead-lettered (deliveries [dc1@w], failures [], frames [-NAK@dc1])"]);
   });
 
@@ -134,5 +140,115 @@ describe("the invariant checker", () => {
     expect(report.duplicates).toEqual([{ seq: 1, attempts: ["dc1@a", "dc2@b"] }]);
     expect(report.counts).toMatchObject({ committed: 2, commitAttempts: 3, duplicateCommits: 1, redeliveries: 2, maxDeliveryCount: 3 });
     expect(() => assertInvariants(report, "x")).toThrow(/x: 1 invariant violation\(s\)\n {2}- seq 2 delivered again/);
+  });
+
+  describe("rule 7: nothing ends on its last allowed delivery without a final frame or a copy", () => {
+    // seq 1 failed on dc 1 and 2 and committed on dc 3 (MaxDeliver 3): fine. seq 2 failed on
+    // dc 1 to 3 and got nothing on dc 3: the server will never deliver it again.
+    const history = [
+      { op: "deliver" as const, seq: 1, dc: 1, at: 1 },
+      { op: "fail" as const, seq: 1, dc: 1, at: 2 },
+      { op: "deliver" as const, seq: 1, dc: 2, at: 1000 },
+      { op: "fail" as const, seq: 1, dc: 2, at: 1001 },
+      { op: "deliver" as const, seq: 1, dc: 3, at: 3000 },
+      { op: "commit" as const, seq: 1, dc: 3, at: 3001 },
+      { op: "deliver" as const, seq: 2, dc: 1, at: 1 },
+      { op: "deliver" as const, seq: 2, dc: 2, at: 1000 },
+      { op: "deliver" as const, seq: 2, dc: 3, at: 3000 },
+      { op: "fail" as const, seq: 2, dc: 3, at: 3001 },
+    ];
+    const frames = [nak(1, 1, 3, 500), nak(1, 2, 1002, 1000), frame("+ACK", 1, 3, 3002), nak(2, 1, 3, 500), nak(2, 2, 1002, 1000)];
+
+    it("reports a sequence that reached MaxDeliver with neither +ACK/+TERM nor a copy", () => {
+      const report = checkInvariants(observe({ sink: sinkWith(history), frames, maxDeliver: 3 }));
+      expect(report.violations).toEqual([
+        "seq 2 lost: neither committed nor dead-lettered (deliveries [dc1@w dc2@w dc3@w], failures [temporary@dc3], frames [-NAK@dc1 -NAK@dc2])",
+        "seq 2 ended on its last allowed delivery (dc 3, MaxDeliver 3) with neither +ACK/+TERM nor a dead-letter copy (deliveries [dc1@w dc2@w dc3@w], failures [temporary@dc3], frames [-NAK@dc1 -NAK@dc2])",
+      ]);
+    });
+
+    it("accepts a +TERM, a dead-letter copy, or deliveries still left", () => {
+      const termed = checkInvariants(observe({ sink: sinkWith(history), frames: [...frames, frame("+TERM", 2, 3, 3002)], maxDeliver: 3, allowTerm: true }));
+      expect(termed.violations).toEqual(["seq 2 lost: neither committed nor dead-lettered (deliveries [dc1@w dc2@w dc3@w], failures [temporary@dc3], frames [-NAK@dc1 -NAK@dc2 +TERM@dc3])"]);
+      const ledger = new DeadLetterLedger();
+      ledger.records.push({ stream: S, seq: 2, dc: 3, at: 3002 });
+      const copied = checkInvariants(observe({ sink: sinkWith(history), frames: [...frames, frame("+ACK", 2, 3, 3003)], deadLetters: ledger, maxDeliver: 3 }));
+      expect(copied.violations).toEqual([]);
+      // MaxDeliver 4, or unlimited: dc 3 was not the last delivery, so rule 7 has nothing to say.
+      for (const maxDeliver of [4, -1, 0]) {
+        const report = checkInvariants(observe({ sink: sinkWith(history), frames, maxDeliver }));
+        expect(report.violations.filter((v) => v.includes("last allowed delivery"))).toEqual([]);
+      }
+    });
+
+    it("a sequence exhausted on purpose passes, counted, but only once it reached MaxDeliver", () => {
+      const report = checkInvariants(observe({ sink: sinkWith(history), frames, maxDeliver: 3, exhaustedOnPurpose: (seq) => seq === 2 }));
+      expect(report.violations).toEqual([]);
+      expect(report.counts.exhausted).toBe(1);
+      const early = checkInvariants(observe({ sink: sinkWith(history), frames, maxDeliver: 5, exhaustedOnPurpose: (seq) => seq === 2 }));
+      expect(early.violations).toEqual([
+        "seq 2 lost: neither committed nor dead-lettered (deliveries [dc1@w dc2@w dc3@w], failures [temporary@dc3], frames [-NAK@dc1 -NAK@dc2])",
+        "seq 2 declared exhausted on purpose but its last delivery seen is dc 3 of MaxDeliver 5",
+      ]);
+    });
+
+    it("the last delivery counts from any evidence: a frame of a later delivery the sink never saw", () => {
+      // seq 2 committed on dc 1, but its +ACK never arrived; the spy saw a +WPI of dc 3.
+      const sink = sinkWith([
+        { op: "commit", seq: 1, dc: 1, at: 1 },
+        { op: "commit", seq: 2, dc: 1, at: 1 },
+      ]);
+      const report = checkInvariants(observe({ sink, frames: [frame("+ACK", 1, 1, 2), frame("+WPI", 2, 3, 9000)], maxDeliver: 3 }));
+      expect(report.violations).toEqual([
+        "seq 2 ended on its last allowed delivery (dc 3, MaxDeliver 3) with neither +ACK/+TERM nor a dead-letter copy (deliveries [], failures [], frames [+WPI@dc3])",
+      ]);
+    });
+  });
+
+  describe("rule 8: no retry faster than the NAK asked, and no bare NAK", () => {
+    const committedOn = (dc: number, at: number) => [
+      { op: "deliver" as const, seq: 1, dc: 1, at: 1 },
+      { op: "fail" as const, seq: 1, dc: 1, at: 5 },
+      { op: "deliver" as const, seq: 1, dc, at },
+      { op: "commit" as const, seq: 1, dc, at: at + 1 },
+      { op: "commit" as const, seq: 2, dc: 1, at: 1 },
+    ];
+    const acks = (dc: number, at: number) => [frame("+ACK", 1, dc, at + 2), frame("+ACK", 2, 1, 2)];
+
+    it("passes a redelivery that came after the delay, and counts the margin", () => {
+      const report = checkInvariants(observe({ sink: sinkWith(committedOn(2, 1010)), frames: [nak(1, 1, 10, 1000), ...acks(2, 1010)] }));
+      expect(report.violations).toEqual([]);
+      expect(report.counts).toMatchObject({ nakRetries: 1, minNakMarginMs: 0 });
+    });
+
+    it("reports a redelivery that came before the NAK's delay (beyond the tolerance)", () => {
+      const report = checkInvariants(observe({ sink: sinkWith(committedOn(2, 600)), frames: [nak(1, 1, 10, 1000), ...acks(2, 600)] }));
+      expect(report.violations).toEqual(["seq 1: delivery 2 seen 590.0 ms after the -NAK of delivery 1 at 10.0 ms, which asked for 1000.0 ms"]);
+      // Within the tolerance: the spy's clock and the server's differ slightly.
+      const close = checkInvariants(observe({ sink: sinkWith(committedOn(2, 980)), frames: [nak(1, 1, 10, 1000), ...acks(2, 980)] }));
+      expect(close.violations).toEqual([]);
+      expect(checkInvariants(observe({ sink: sinkWith(committedOn(2, 980)), frames: [nak(1, 1, 10, 1000), ...acks(2, 980)], nakToleranceMs: 10 })).violations).toHaveLength(1);
+    });
+
+    it("an early redelivery is seen by any evidence of it: a +WPI of the next delivery the sink had not recorded yet", () => {
+      const report = checkInvariants(observe({ sink: sinkWith(committedOn(2, 1500)), frames: [nak(1, 1, 10, 1000), frame("+WPI", 1, 2, 300), ...acks(2, 1500)] }));
+      expect(report.violations).toEqual(["seq 1: delivery 2 seen 290.0 ms after the -NAK of delivery 1 at 10.0 ms, which asked for 1000.0 ms"]);
+    });
+
+    it("reports a bare NAK (and a zero delay) unless the scenario allows it", () => {
+      const frames = [frame("-NAK", 1, 1, 10), ...acks(2, 12)];
+      const report = checkInvariants(observe({ sink: sinkWith(committedOn(2, 12)), frames }));
+      expect(report.violations).toEqual(["seq 1 dc 1: bare -NAK at 10.0 ms (immediate redelivery: a failing sink retries as fast as it fails)"]);
+      const zero = [frame("-NAK", 1, 1, 10, '-NAK {"delay":0}'), ...acks(2, 12)];
+      expect(checkInvariants(observe({ sink: sinkWith(committedOn(2, 12)), frames: zero })).violations).toHaveLength(1);
+      expect(checkInvariants(observe({ sink: sinkWith(committedOn(2, 12)), frames, allowBareNak: true })).violations).toEqual([]);
+    });
+
+    it("ignores a delivery seen before the NAK (it was not caused by it) and a NAK never followed by a delivery", () => {
+      // dc 2 arrived (AckWait) before the late NAK of dc 1.
+      const report = checkInvariants(observe({ sink: sinkWith(committedOn(2, 5)), frames: [nak(1, 1, 10, 1000), ...acks(2, 5)] }));
+      expect(report.violations).toEqual([]);
+      expect(report.counts).toMatchObject({ nakRetries: 0, minNakMarginMs: -1 });
+    });
   });
 });

@@ -11,7 +11,14 @@
  * 4. the consumer is drained: nothing pending, nothing awaiting an ack, the ack floor at the
  *    last published sequence;
  * 5. no unhandled rejection in the host process;
- * 6. (when the scenario says why redeliveries may happen) every redelivery has a cause.
+ * 6. (when the scenario says why redeliveries may happen) every redelivery has a cause;
+ * 7. (when the consumer's MaxDeliver is known) no message ends on its last allowed delivery
+ *    without a final frame (`+ACK`, `+TERM`) or a dead-letter copy, unless the scenario
+ *    exhausts it on purpose;
+ * 8. no retry faster than asked: after `-NAK {"delay":ns}` on delivery dc, delivery dc+1 does
+ *    not arrive before the NAK's time plus the delay (less a small tolerance), and a bare
+ *    `-NAK` (immediate redelivery, a hot loop for a failing sink) is a violation unless the
+ *    scenario allows it.
  *
  * Duplicates (a sequence committed by more than one delivery) are allowed — at-least-once —
  * but counted and listed.
@@ -40,6 +47,25 @@ export interface Observed {
   readonly explainRedelivery?: (seq: number, dc: number) => string | undefined;
   /** Whether `+TERM` is an expected outcome (no dead-letter target); default false. */
   readonly allowTerm?: boolean;
+  /**
+   * The consumer's MaxDeliver (`-1` or `0`: unlimited). When set, a sequence whose last observed
+   * delivery count reached it must have got `+ACK` or `+TERM`, or a dead-letter copy.
+   */
+  readonly maxDeliver?: number;
+  /**
+   * Sequences the scenario exhausts on purpose (no frame and no copy on their last allowed
+   * delivery is the expected outcome): exempt from "nothing lost" and from rule 7 — but only
+   * once they really reached MaxDeliver.
+   */
+  readonly exhaustedOnPurpose?: (seq: number) => boolean;
+  /** Whether a bare `-NAK` (immediate redelivery) is expected; default false. */
+  readonly allowBareNak?: boolean;
+  /**
+   * How much earlier than its NAK's delay a redelivery may be seen (the spy and the server see
+   * the NAK at slightly different moments); default 50 ms. Delays are taken as sent: with a
+   * BackOff whose later steps are shorter than the first the server waits less than that.
+   */
+  readonly nakToleranceMs?: number;
 }
 
 export interface Counts {
@@ -58,6 +84,11 @@ export interface Counts {
   maxDeliveryCount: number;
   /** `+WPI` frames for a sequence after a later delivery of it was already settled (harmless, counted). */
   staleBeats: number;
+  /** Sequences that reached MaxDeliver without a final frame or a copy (declared on purpose). */
+  exhausted: number;
+  /** Delayed NAKs whose next delivery was seen, and the shortest margin over the delay (ms; -1: none seen). */
+  nakRetries: number;
+  minNakMarginMs: number;
 }
 
 export interface Redelivery {
@@ -86,10 +117,27 @@ export function checkInvariants(o: Observed): InvariantReport {
   const published = [...new Set(o.published)].sort((a, b) => a - b);
   const publishedSet = new Set(published);
 
+  // When each delivery of each sequence was first seen: by the sink (delivery, commit attempt,
+  // failure) or by the spy (any frame of that delivery).
+  const seenAt = new Map<string, number>();
+  const lastDc = new Map<number, number>();
+  const see = (seq: number, dc: number, at: number): void => {
+    const k = `${seq}/${dc}`;
+    const t = seenAt.get(k);
+    if (t === undefined || at < t) seenAt.set(k, at);
+    if (dc > (lastDc.get(seq) ?? 0)) lastDc.set(seq, dc);
+  };
+  for (const d of [...sink.deliveries, ...sink.attempts, ...sink.failures]) if (d.stream === o.stream) see(d.seq, d.dc, d.at);
+  for (const f of frames) see(f.streamSequence, f.deliveryCount, f.at);
+  const maxDeliver = o.maxDeliver !== undefined && o.maxDeliver > 0 ? o.maxDeliver : undefined;
+  const reachedLast = (seq: number): boolean => maxDeliver !== undefined && (lastDc.get(seq) ?? 0) >= maxDeliver;
+  const onPurpose = (seq: number): boolean => o.exhaustedOnPurpose?.(seq) === true && reachedLast(seq);
+
   // 1. Nothing lost.
   for (const seq of published) {
     const committed = sink.committed(o.stream, seq);
     const dead = deadLetters.find((r) => r.seq === seq);
+    if (!committed && !dead && onPurpose(seq)) continue;
     if (!committed && !dead) {
       violations.push(`seq ${seq} lost: neither committed nor dead-lettered (${history(seq, sink, frames, o.stream)})`);
     } else if (committed && dead) {
@@ -170,6 +218,52 @@ export function checkInvariants(o: Observed): InvariantReport {
     }
   }
 
+  // 7. Nothing ends on its last allowed delivery without a final frame or a copy.
+  let exhausted = 0;
+  if (maxDeliver !== undefined) {
+    for (const seq of published) {
+      if (!reachedLast(seq)) continue;
+      const ended = frames.some((f) => f.streamSequence === seq && (f.kind === "+ACK" || f.kind === "+TERM")) || deadLetters.some((r) => r.seq === seq);
+      if (ended) continue;
+      if (onPurpose(seq)) {
+        exhausted += 1;
+        continue;
+      }
+      violations.push(
+        `seq ${seq} ended on its last allowed delivery (dc ${lastDc.get(seq)}, MaxDeliver ${maxDeliver}) with neither +ACK/+TERM nor a dead-letter copy (${history(seq, sink, frames, o.stream)})`,
+      );
+    }
+  }
+  if (o.exhaustedOnPurpose) {
+    for (const seq of published) {
+      if (o.exhaustedOnPurpose(seq) && !reachedLast(seq)) violations.push(`seq ${seq} declared exhausted on purpose but its last delivery seen is dc ${lastDc.get(seq) ?? 0} of MaxDeliver ${o.maxDeliver ?? "unknown"}`);
+    }
+  }
+
+  // 8. No retry faster than the NAK asked, and no bare NAK.
+  const tolerance = o.nakToleranceMs ?? 50;
+  let nakRetries = 0;
+  let minNakMarginMs = Number.POSITIVE_INFINITY;
+  for (const f of frames) {
+    if (f.kind !== "-NAK") continue;
+    const delayMs = nakDelayMs(f.payload);
+    if (delayMs === undefined) {
+      if (!o.allowBareNak) violations.push(`seq ${f.streamSequence} dc ${f.deliveryCount}: bare -NAK at ${fmt(f.at)} (immediate redelivery: a failing sink retries as fast as it fails)`);
+      continue;
+    }
+    const next = seenAt.get(`${f.streamSequence}/${f.deliveryCount + 1}`);
+    // A delivery seen before this NAK was not caused by it (the NAK came after a redelivery).
+    if (next === undefined || next <= f.at) continue;
+    nakRetries += 1;
+    const margin = next - (f.at + delayMs);
+    minNakMarginMs = Math.min(minNakMarginMs, margin);
+    if (margin < -tolerance) {
+      violations.push(
+        `seq ${f.streamSequence}: delivery ${f.deliveryCount + 1} seen ${fmt(next - f.at)} after the -NAK of delivery ${f.deliveryCount} at ${fmt(f.at)}, which asked for ${fmt(delayMs)}`,
+      );
+    }
+  }
+
   // Duplicates and counts.
   const attemptsBySeq = new Map<number, string[]>();
   for (const a of attempts) {
@@ -203,6 +297,9 @@ export function checkInvariants(o: Observed): InvariantReport {
     redeliveries: redeliveries.length,
     maxDeliveryCount: Math.max(1, ...frames.map((f) => f.deliveryCount), ...attempts.map((a) => a.dc)),
     staleBeats,
+    exhausted,
+    nakRetries,
+    minNakMarginMs: nakRetries === 0 ? -1 : Math.round(minNakMarginMs),
   };
   return { violations, counts, duplicates, redeliveries };
 }
@@ -232,6 +329,18 @@ export function formatCounts(counts: Counts | Record<string, number | string>): 
 /** Prints one summary line into the test output. */
 export function printSummary(scenario: string, report: InvariantReport, extra: Record<string, number | string> = {}): void {
   console.log(`[reliability] ${scenario}: ${formatCounts({ ...report.counts, ...extra })}`);
+}
+
+/** The delay a `-NAK` frame asks for, in ms; `undefined` for a bare NAK (no delay, or 0). */
+export function nakDelayMs(payload: string): number | undefined {
+  const body = payload.slice("-NAK".length).trim();
+  if (body === "") return undefined;
+  try {
+    const delay = (JSON.parse(body) as { delay?: unknown }).delay;
+    return typeof delay === "number" && delay > 0 ? delay / 1e6 : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 function history(seq: number, sink: IdempotentSink, frames: readonly AckFrame[], stream: string): string {

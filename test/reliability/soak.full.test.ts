@@ -10,6 +10,7 @@ describe("reliability (full): soak", () => {
       ackWaitMs: 2000,
       intervalMs: 800,
       nakDelayMs: 200,
+      maxDeliver: 3,
       longShare: 0.01,
       mediumShare: 0.05,
       temporaryShare: 0.05,
