@@ -227,7 +227,9 @@ export class CommitThenAck {
     } catch (err) {
       // Rejected before the write started: a malformed argument is the caller's bug, not a sink
       // failure to NAK over and over. Nothing was sent; the messages stay redeliverable.
-      if (ctx === undefined && (err instanceof TypeError || err instanceof InProgressPolicyError)) throw err;
+      // (A signal aborted before the start, whatever its reason, is a cancellation, not a bug.)
+      const cancelledEarly = signal?.aborted === true && err === signal.reason;
+      if (ctx === undefined && !cancelledEarly && (err instanceof TypeError || err instanceof InProgressPolicyError)) throw err;
       writeError = err;
     }
     const writeMs = performance.now() - started;

@@ -11,7 +11,7 @@ import { truncate } from "./untrusted.js";
  *
  * @param where - how the caller names the object, for example `CommitThenAck options` or
  *   `options.deadLetter`.
- * @returns the object as a record (an empty one for no options).
+ * @returns a snapshot of its own values (an empty record for no options).
  * @throws TypeError naming the key, the nearest known one and every known key.
  */
 export function readOptionKeys(where: string, options: unknown, known: readonly string[]): Record<string, unknown> {
@@ -34,5 +34,14 @@ export function readOptionKeys(where: string, options: unknown, known: readonly 
         `A misspelt option would silently keep its default; rename or remove it (known: ${known.join(", ")})`,
     );
   }
-  return options as Record<string, unknown>;
+  // A snapshot, read once: a getter cannot answer differently later, nor throw past here.
+  const snapshot: Record<string, unknown> = {};
+  for (const key of keys) {
+    try {
+      snapshot[key] = (options as Record<string, unknown>)[key];
+    } catch (err) {
+      throw new TypeError(`${where}.${key} could not be read (its getter threw): pass a plain value`, { cause: err });
+    }
+  }
+  return snapshot;
 }

@@ -331,3 +331,30 @@ describe("CommitThenAck.process classification (fakes)", () => {
     await expect(ack.process([m], async () => undefined, { signl: undefined } as never)).rejects.toThrow(/did you mean "signal"/);
   });
 });
+
+describe("CommitThenAck: getters and early aborts (JavaScript callers)", () => {
+  it("a known option whose getter throws is a TypeError naming it, before anything runs", async () => {
+    const throwing = Object.defineProperty({}, "deadLetter", {
+      enumerable: true,
+      get() {
+        throw new Error("getter bug");
+      },
+    });
+    expect(() => new CommitThenAck(throwing as never)).toThrow(/options\.deadLetter could not be read/);
+    const m = fakeMsg();
+    const processOptions = Object.defineProperty({}, "signal", { enumerable: true, get: () => { throw new Error("x"); } });
+    await expect(new CommitThenAck().process([m], async () => undefined, processOptions as never)).rejects.toThrow(TypeError);
+    expect(m.calls).toMatchObject({ ack: 0, nak: [], term: [] });
+  });
+
+  it("a signal aborted before the write starts is a cancellation, whatever its reason", async () => {
+    const ac = new AbortController();
+    ac.abort(new TypeError("shutdown, reported as a TypeError"));
+    const m = fakeMsg({ deliveryCount: 2 });
+    const write = vi.fn();
+    const result = await new CommitThenAck({ signal: ac.signal, maxDeliver: 2 }).process([m], write);
+    expect(write).not.toHaveBeenCalled();
+    // The last delivery: nothing would bring it back, so it is reported exhausted.
+    expect(result).toMatchObject({ outcome: "cancelled", exhausted: 1 });
+  });
+});
