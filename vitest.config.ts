@@ -22,7 +22,8 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: "forks",
-    maxWorkers: 2,
+    // npm run test:servers raises it (JSIP_TEST_WORKERS): those files mostly wait on timers.
+    maxWorkers: Number(process.env["JSIP_TEST_WORKERS"] ?? 2),
     allowOnly: false,
     projects: [
       {

@@ -21,6 +21,9 @@ const manifest = JSON.parse(readFileSync(join(root, "scripts", "matrix.json"), "
 const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
 const DEFAULT_FILES = ["test/integration", "test/reliability"];
 const FETCH_HINT = "run scripts/fetch-nats-servers.sh";
+// The real-server tests mostly wait on timers (a run uses a fraction of a core): three files
+// at a time keeps the whole matrix near 10 minutes on 2 cores without eating the margins.
+const MAX_WORKERS = 3;
 
 const args = process.argv.slice(2);
 const rowsArg = args.find((a) => a.startsWith("--rows="));
@@ -56,7 +59,7 @@ function resolveRow(row) {
 }
 
 function runVitest(r, report) {
-  const env = { ...process.env, NATS_SERVER_BIN: r.server, PATH: `${dirname(r.node)}:${process.env.PATH ?? ""}` };
+  const env = { ...process.env, NATS_SERVER_BIN: r.server, PATH: `${dirname(r.node)}:${process.env.PATH ?? ""}`, JSIP_TEST_WORKERS: String(MAX_WORKERS) };
   delete env.JSIP_NATS_CLIENT_DIR;
   delete env.JSIP_NATS_SERVER_VERSION;
   if (r.clientDir) env.JSIP_NATS_CLIENT_DIR = r.clientDir;
