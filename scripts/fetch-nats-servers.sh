@@ -68,18 +68,24 @@ debian_mirror() {
   ((${#files[@]})) || return 0
   awk '
     function debian_suite(s) { return s ~ /^(buster|bullseye|bookworm|trixie|forky|sid|oldstable|stable|testing|unstable)$/ }
+    # deb822: decide at the end of a stanza (URIs: and Suites: may come in any order).
+    function stanza(   n, k, a) {
+      if (!found && uri != "") { n = split(suites, a, " "); for (k = 1; k <= n; k++) if (debian_suite(a[k])) { print uri; found = 1 } }
+      uri = ""; suites = ""
+    }
+    FNR == 1 && NR > 1 { stanza() }
     /^[[:space:]]*#/ { next }
     # one-line: deb [options] uri suite components...
     $1 == "deb" {
       i = 2
       if ($i ~ /^\[/) { while (i <= NF && $i !~ /\]$/) i++; i++ }
-      if (debian_suite($(i + 1))) { print $i; exit }
+      if (!found && debian_suite($(i + 1))) { print $i; found = 1 }
       next
     }
-    # deb822: a stanza with URIs: and Suites:
     /^URIs:/ { uri = $2 }
-    /^Suites:/ { for (j = 2; j <= NF; j++) if (debian_suite($j) && uri != "") { print uri; exit } }
-    /^[[:space:]]*$/ { uri = "" }
+    /^Suites:/ { suites = ""; for (j = 2; j <= NF; j++) suites = suites " " $j }
+    /^[[:space:]]*$/ { stanza() }
+    END { stanza() }
   ' "${files[@]}"
 }
 
