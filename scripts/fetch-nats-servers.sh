@@ -176,7 +176,9 @@ fetch_servers() {
   done | sort -u >"$list"
   apt_private "$list" update || fail "apt-get update on the private Debian sources failed (see .cache/fetch.log)"
   # A suite whose signature does not verify is only a warning to apt-get update: refuse it here.
-  if grep -q "^[WE]: " "$LOG"; then fail "apt-get update reported a problem, for example an unverified signature (see .cache/fetch.log)"; fi
+  local problem
+  problem=$(grep -m 1 "^[WE]: " "$LOG" | cut -c 1-240)
+  [[ -z $problem ]] || fail "apt-get update on the private Debian sources: $problem"
 
   for line in "${missing[@]}"; do
     version=${line%%:*}
