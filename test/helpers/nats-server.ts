@@ -356,18 +356,30 @@ export class NatsCluster implements AsyncDisposable {
     return await connect({ servers: this.urls, ...options });
   }
 
-  /** Waits until the JetStream meta group has a leader and answers account info. */
+  /**
+   * Waits until the JetStream meta group has a leader and can place a stream on every node:
+   * answering account info is not enough (2.15 can still say "no suitable peers for
+   * placement" for a while), so a throwaway replicated stream is created and deleted.
+   */
   async waitForJetStream(timeoutMs = 30_000): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     const nc = await this.connect({ reconnect: true });
+    const probe = `JSIP_READY_${process.pid}_${Date.now().toString(36)}`;
     try {
       let last = "";
       while (Date.now() < deadline) {
         try {
           const reply = await nc.request("$JS.API.INFO", "", { timeout: 1000 });
           const body = reply.json<{ error?: { description?: string } }>();
-          if (!body.error) return;
-          last = body.error.description ?? "error";
+          if (!body.error) {
+            const config = { name: probe, subjects: [`_jsip_ready.${probe}`], num_replicas: this.servers.length, storage: "memory" };
+            const created = (await nc.request(`$JS.API.STREAM.CREATE.${probe}`, JSON.stringify(config), { timeout: 5000 })).json<{ error?: { description?: string } }>();
+            if (!created.error) {
+              await nc.request(`$JS.API.STREAM.DELETE.${probe}`, "", { timeout: 5000 });
+              return;
+            }
+            last = created.error.description ?? "error";
+          } else last = body.error.description ?? "error";
         } catch (err) {
           last = String(err);
         }
