@@ -1,5 +1,6 @@
 import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
+import { natsClientAlias } from "./test/helpers/nats-client.js";
 
 // Files whose timing margins are set by the scenario itself (BackOff [1 s, 4 s] with a 700 ms
 // interval leaves 300 ms): they run in a group of their own, after everything else, so a
@@ -12,6 +13,8 @@ export default defineConfig({
     alias: [
       { find: /^jetstream-inprogress$/, replacement: fileURLToPath(new URL("./src/index.ts", import.meta.url)) },
       { find: /^jetstream-inprogress\/(.*)$/, replacement: fileURLToPath(new URL("./src/adapters/$1.ts", import.meta.url)) },
+      // A matrix row's client (JSIP_NATS_CLIENT_DIR) instead of the devDependencies.
+      ...natsClientAlias(),
     ],
   },
   test: {
@@ -19,7 +22,8 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: "forks",
-    maxWorkers: 2,
+    // npm run test:servers raises it (JSIP_TEST_WORKERS): those files mostly wait on timers.
+    maxWorkers: Number(process.env["JSIP_TEST_WORKERS"] ?? 2),
     allowOnly: false,
     projects: [
       {

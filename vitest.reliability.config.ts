@@ -1,11 +1,16 @@
 import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
+import { natsClientAlias } from "./test/helpers/nats-client.js";
 
 // The whole fault suite: the short scenarios that also run in `npm test`, and the long ones
 // (`*.full.test.ts`) that only run here.
 export default defineConfig({
   resolve: {
-    alias: [{ find: /^jetstream-inprogress$/, replacement: fileURLToPath(new URL("./src/index.ts", import.meta.url)) }],
+    alias: [
+      { find: /^jetstream-inprogress$/, replacement: fileURLToPath(new URL("./src/index.ts", import.meta.url)) },
+      // A matrix row's client (JSIP_NATS_CLIENT_DIR) instead of the devDependencies.
+      ...natsClientAlias(),
+    ],
   },
   test: {
     include: ["test/reliability/**/*.test.ts"],

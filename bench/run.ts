@@ -3,14 +3,15 @@
  * sizes). Starts its own nats-server, runs every row, prints the table and writes every figure
  * with its baseline, ratio, goal and status to bench/results/.
  *
- * Options: --smoke, --only=1,3 (items to run), --out=<file>.
+ * Options: --smoke, --only=1,3 (items to run), --out=<file>, --server=<version> (a nats-server
+ * of the test matrix from .cache/nats-server; NATS_SERVER_BIN points at any other binary).
  * A missed goal is reported, never an error: the exit code is non-zero only when a row crashes.
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { startServer } from "../test/helpers/nats-server.js";
+import { cachedServer, natsServerBinary, natsServerVersion, startServer } from "../test/helpers/nats-server.js";
 import { FULL, SMOKE, type BenchConfig } from "./config.js";
 import type { Figure } from "./figure.js";
 import { describeMachine } from "./machine.js";
@@ -36,23 +37,30 @@ const ROWS: readonly Row[] = [
   { items: [5, 6], title: "scaling: timers and memory with concurrent batches", run: (b) => scaling(b.config) },
 ];
 
-function parseArgs(argv: readonly string[]): { config: BenchConfig; only: Set<number> | undefined; out: string } {
+function parseArgs(argv: readonly string[]): { config: BenchConfig; only: Set<number> | undefined; out: string; bin: string } {
   let config = FULL;
+  let bin: string | undefined;
   let only: Set<number> | undefined;
   let out: string | undefined;
   for (const arg of argv) {
     if (arg === "--smoke") config = SMOKE;
     else if (arg.startsWith("--only=")) only = new Set(arg.slice(7).split(",").map(Number));
     else if (arg.startsWith("--out=")) out = arg.slice(6);
-    else throw new Error(`unknown argument ${arg}: use --smoke, --only=1,3 or --out=<file>`);
+    else if (arg.startsWith("--server=")) {
+      const version = arg.slice(9);
+      bin = cachedServer(version)?.bin;
+      if (!bin) throw new Error(`no nats-server ${version} in .cache/nats-server: run scripts/fetch-nats-servers.sh (or set NATS_SERVER_BIN)`);
+    } else throw new Error(`unknown argument ${arg}: use --smoke, --only=1,3, --out=<file> or --server=<version>`);
   }
   const here = dirname(fileURLToPath(import.meta.url));
   out ??= resolve(here, "results", config.mode === "full" ? "latest.json" : "latest-smoke.json");
-  return { config, only, out };
+  return { config, only, out, bin: bin ?? natsServerBinary() };
 }
 
 async function main(): Promise<void> {
-  const { config, only, out } = parseArgs(process.argv.slice(2));
+  const { config, only, out, bin } = parseArgs(process.argv.slice(2));
+  // The machine description and every helper read the binary from here.
+  process.env["NATS_SERVER_BIN"] = bin;
   if (typeof (globalThis as { gc?: unknown }).gc !== "function") {
     throw new Error("run with node --expose-gc --import tsx bench/run.ts (npm run bench does)");
   }
@@ -64,7 +72,8 @@ async function main(): Promise<void> {
     console.log("smoke: one round of every row at small sizes, to prove they run; its figures are not the goals' measure (npm run bench is)");
   }
 
-  const server = await startServer();
+  console.log(`nats-server ${natsServerVersion(bin)} (${bin})`);
+  const server = await startServer({ bin });
   const figures: Figure[] = [];
   let connected: string | undefined;
   try {

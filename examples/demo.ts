@@ -9,8 +9,9 @@
  * unsafe policy, and the metrics both runs recorded.
  *
  * Run: npm run demo
- * It starts a throwaway nats-server (the binary must be installed, or set NATS_SERVER_BIN);
- * set NATS_URL to use a running server with JetStream instead.
+ * It starts a throwaway nats-server (installed, NATS_SERVER_BIN, or on a Debian/Ubuntu machine
+ * without one the distribution's package fetched into .cache/ without root); set NATS_URL to
+ * use a running server with JetStream instead.
  */
 import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -24,7 +25,7 @@ import {
   type BatchWrite,
   type MetricName,
 } from "jetstream-inprogress";
-import { natsServerBinary, startServer, type NatsServer } from "../test/helpers/nats-server.js";
+import { ensureNatsServerBinary, startServer, type NatsServer } from "../test/helpers/nats-server.js";
 
 const MESSAGES = 6;
 const WORKERS = 3;
@@ -193,7 +194,7 @@ async function main(): Promise<void> {
     where = `NATS_URL ${url}`;
   } else {
     try {
-      natsServerBinary();
+      ensureNatsServerBinary();
     } catch (err) {
       console.error(`demo: ${(err as Error).message}; or set NATS_URL to a running nats-server with JetStream`);
       process.exit(1);

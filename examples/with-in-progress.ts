@@ -28,8 +28,9 @@ try {
   const receivedAt = Date.now();
   // A slow but healthy write: 5 s, well past the 2 s AckWait.
   await withInProgress(batch, () => new Promise((resolve) => setTimeout(resolve, 5_000)), policy, { metrics, receivedAt });
-  for (const m of batch) m.ack(); // only after the write resolved
-  await nc.flush();
+  // Only after the write resolved; confirmed, so the consumer info below already shows it
+  // (a flushed fire-and-forget ACK can still be queued on the server).
+  for (const m of batch) await m.ackAck();
   const after = await jsm.consumers.info(stream, "writer");
   const beats = metrics.snapshot().counters[MetricNames.IN_PROGRESS_SUCCESSES_TOTAL] ?? 0;
   console.log(`heartbeats sent: ${beats}`);

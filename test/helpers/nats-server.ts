@@ -9,11 +9,20 @@ import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { byVersion, versionAtLeast } from "./server-version.js";
+
+const ROOT = join(import.meta.dirname, "..", "..");
+/** The project-local cache that scripts/fetch-nats-servers.sh fills (git-ignored). */
+export const SERVER_CACHE = join(ROOT, ".cache", "nats-server");
+const FETCH_SCRIPT = join(ROOT, "scripts", "fetch-nats-servers.sh");
 
 const INSTALL_HINT =
   "nats-server not found: install it (Debian: apt-get install -y nats-server) or set NATS_SERVER_BIN to its path";
 
-/** Finds the nats-server binary: NATS_SERVER_BIN, then PATH, then /usr/sbin/nats-server. */
+/**
+ * Finds the nats-server binary: NATS_SERVER_BIN, then PATH, then /usr/sbin/nats-server, then
+ * the cache (the distribution's own package if it was fetched, else the newest version there).
+ */
 export function natsServerBinary(): string {
   const fromEnv = process.env["NATS_SERVER_BIN"];
   if (fromEnv) {
@@ -24,15 +33,82 @@ export function natsServerBinary(): string {
     if (dir && existsSync(join(dir, "nats-server"))) return join(dir, "nats-server");
   }
   if (existsSync("/usr/sbin/nats-server")) return "/usr/sbin/nats-server";
+  const cached = cachedServers();
+  const marker = join(SERVER_CACHE, "distribution");
+  const distribution = existsSync(marker) ? readFileSync(marker, "utf8").trim() : undefined;
+  const pick = cached.find((c) => c.version === distribution) ?? cached.at(-1);
+  if (pick) return pick.bin;
   throw new Error(INSTALL_HINT);
 }
 
-/** The version the binary reports, for example `2.9.10`. */
-export function natsServerVersion(): string {
-  const out = spawnSync(natsServerBinary(), ["--version"], { encoding: "utf8" });
+/**
+ * Like natsServerBinary, but on a machine without any nats-server (and no NATS_SERVER_BIN) it
+ * first fetches the distribution's own package into the cache with apt, without root. Throws
+ * one line saying how to install one when that fails too.
+ */
+export function ensureNatsServerBinary(): string {
+  try {
+    return natsServerBinary();
+  } catch (err) {
+    if (process.env["NATS_SERVER_BIN"] || !existsSync(FETCH_SCRIPT)) throw err;
+  }
+  process.stderr.write("nats-server not installed: fetching the distribution's package into .cache/nats-server\n");
+  const out = spawnSync("bash", [FETCH_SCRIPT, "--system"], { encoding: "utf8" });
+  if (out.status !== 0) {
+    const why = `${out.stderr ?? ""}`.trim().split("\n").at(-1) ?? "";
+    throw new Error(`${INSTALL_HINT}${why ? ` (${why})` : ""}`);
+  }
+  return natsServerBinary();
+}
+
+const versions = new Map<string, string>();
+
+/** The version a binary reports, for example `2.9.10` (default: the binary natsServerBinary finds). */
+export function natsServerVersion(bin = natsServerBinary()): string {
+  const known = versions.get(bin);
+  if (known) return known;
+  const out = spawnSync(bin, ["--version"], { encoding: "utf8" });
   const match = /v?(\d+\.\d+\.\d+)/.exec(`${out.stdout}${out.stderr}`);
   if (!match?.[1]) throw new Error(`cannot read the nats-server version: ${out.stdout}${out.stderr}`);
+  versions.set(bin, match[1]);
   return match[1];
+}
+
+/** A nats-server binary and the version it reports. */
+export interface ServerBinary {
+  readonly bin: string;
+  readonly version: string;
+}
+
+/** The binaries in the cache, oldest version first. */
+export function cachedServers(): ServerBinary[] {
+  if (!existsSync(SERVER_CACHE)) return [];
+  return readdirSync(SERVER_CACHE)
+    .map((dir) => join(SERVER_CACHE, dir, "nats-server"))
+    .filter((bin) => existsSync(bin))
+    .map((bin) => ({ bin, version: natsServerVersion(bin) }))
+    .sort((a, b) => byVersion(a.version, b.version));
+}
+
+/** The cached binary of exactly `version`, or undefined. */
+export function cachedServer(version: string): ServerBinary | undefined {
+  return cachedServers().find((c) => c.version === version);
+}
+
+/**
+ * A binary of at least `minVersion`: the one natsServerBinary finds when it is new enough,
+ * else the newest in the cache; undefined when there is none.
+ */
+export function serverAtLeast(minVersion: string): ServerBinary | undefined {
+  let bin: string | undefined;
+  try {
+    bin = natsServerBinary();
+  } catch {
+    bin = undefined;
+  }
+  if (bin && versionAtLeast(natsServerVersion(bin), minVersion)) return { bin, version: natsServerVersion(bin) };
+  const newest = cachedServers().at(-1);
+  return newest && versionAtLeast(newest.version, minVersion) ? newest : undefined;
 }
 
 /** A free TCP port on loopback (the kernel picks it; a tiny race with other processes remains). */
@@ -60,6 +136,14 @@ export interface ServerOptions {
   readonly name?: string;
   /** Extra command-line arguments. */
   readonly args?: readonly string[];
+  /** The binary to run; default: natsServerBinary(). */
+  readonly bin?: string;
+  /**
+   * The oldest server version this server may be, for example `"2.11.0"`: the default binary
+   * when it is new enough, else the newest cached one (see serverAtLeast). Throws when there is
+   * none: check serverAtLeast first.
+   */
+  readonly minVersion?: string;
 }
 
 /** A running nats-server. `await using srv = await startServer()` disposes of it. */
@@ -70,10 +154,13 @@ export class NatsServer implements AsyncDisposable {
   readonly #ownsStore: boolean;
   readonly storeDir: string;
   readonly options: ServerOptions;
+  /** The binary this server runs. */
+  readonly bin: string;
   #log: string[] = [];
 
-  private constructor(options: ServerOptions, workDir: string, storeDir: string, ownsStore: boolean) {
+  private constructor(options: ServerOptions, bin: string, workDir: string, storeDir: string, ownsStore: boolean) {
     this.options = options;
+    this.bin = bin;
     this.#workDir = workDir;
     this.storeDir = storeDir;
     this.#ownsStore = ownsStore;
@@ -82,9 +169,10 @@ export class NatsServer implements AsyncDisposable {
 
   /** Starts a server and waits until it accepts connections with JetStream enabled. */
   static async start(options: ServerOptions = {}): Promise<NatsServer> {
+    const bin = options.bin ?? (options.minVersion === undefined ? natsServerBinary() : minVersionBinary(options.minVersion));
     const workDir = mkdtempSync(join(tmpdir(), "jsip-nats-"));
     const storeDir = options.storeDir ?? join(workDir, "store");
-    const srv = new NatsServer(options, workDir, storeDir, options.storeDir === undefined);
+    const srv = new NatsServer(options, bin, workDir, storeDir, options.storeDir === undefined);
     await srv.#launch();
     return srv;
   }
@@ -97,6 +185,11 @@ export class NatsServer implements AsyncDisposable {
     return `nats://127.0.0.1:${this.#port}`;
   }
 
+  /** The version the binary reports, for example `2.15.1`. */
+  get version(): string {
+    return natsServerVersion(this.bin);
+  }
+
   get running(): boolean {
     return this.#child !== undefined && this.#child.exitCode === null && this.#child.signalCode === null;
   }
@@ -107,7 +200,7 @@ export class NatsServer implements AsyncDisposable {
   }
 
   async #launch(): Promise<void> {
-    const bin = natsServerBinary();
+    const bin = this.bin;
     const args = ["-a", "127.0.0.1", "-p", String(this.#port), "-js", "-sd", this.storeDir, "--ports_file_dir", this.#workDir];
     if (this.options.name) args.push("-n", this.options.name);
     if (this.options.config) {
@@ -207,6 +300,12 @@ export class NatsServer implements AsyncDisposable {
   }
 }
 
+function minVersionBinary(minVersion: string): string {
+  const found = serverAtLeast(minVersion);
+  if (!found) throw new Error(`no nats-server ${minVersion} or newer (NATS_SERVER_BIN, PATH, .cache/nats-server): run scripts/fetch-nats-servers.sh`);
+  return found.bin;
+}
+
 /** Starts one JetStream server on a free loopback port. */
 export async function startServer(options: ServerOptions = {}): Promise<NatsServer> {
   return await NatsServer.start(options);
@@ -257,18 +356,30 @@ export class NatsCluster implements AsyncDisposable {
     return await connect({ servers: this.urls, ...options });
   }
 
-  /** Waits until the JetStream meta group has a leader and answers account info. */
+  /**
+   * Waits until the JetStream meta group has a leader and can place a stream on every node:
+   * answering account info is not enough (2.15 can still say "no suitable peers for
+   * placement" for a while), so a throwaway replicated stream is created and deleted.
+   */
   async waitForJetStream(timeoutMs = 30_000): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     const nc = await this.connect({ reconnect: true });
+    const probe = `JSIP_READY_${process.pid}_${Date.now().toString(36)}`;
     try {
       let last = "";
       while (Date.now() < deadline) {
         try {
           const reply = await nc.request("$JS.API.INFO", "", { timeout: 1000 });
           const body = reply.json<{ error?: { description?: string } }>();
-          if (!body.error) return;
-          last = body.error.description ?? "error";
+          if (!body.error) {
+            const config = { name: probe, subjects: [`_jsip_ready.${probe}`], num_replicas: this.servers.length, storage: "memory" };
+            const created = (await nc.request(`$JS.API.STREAM.CREATE.${probe}`, JSON.stringify(config), { timeout: 5000 })).json<{ error?: { description?: string } }>();
+            if (!created.error) {
+              await nc.request(`$JS.API.STREAM.DELETE.${probe}`, "", { timeout: 5000 });
+              return;
+            }
+            last = created.error.description ?? "error";
+          } else last = body.error.description ?? "error";
         } catch (err) {
           last = String(err);
         }

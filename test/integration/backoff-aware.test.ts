@@ -137,9 +137,10 @@ describe("BackOff-aware mode on a real nats-server", () => {
     expect(waitedB).toBeGreaterThan(7500);
   });
 
-  it("MaxDeliver must cover the BackOff steps on this server's rules", async () => {
+  const version = process.env["JSIP_NATS_SERVER_VERSION"];
+  it(`MaxDeliver equal to len(BackOff) is accepted from 2.10.23, refused before (on ${version}: ${atLeast(version, MAX_DELIVER_EQUAL_SINCE) ? "accepted" : "refused"}); greater is accepted everywhere`, async () => {
     const f = await createFixture(fx.nc, { ackWaitMs: 1000 });
-    const version = fx.nc.info?.version;
+    expect(fx.nc.info?.version).toBe(version);
     const add = (max_deliver: number) =>
       f.jsm.consumers.add(f.stream, {
         durable_name: uniqueName("MD"),
