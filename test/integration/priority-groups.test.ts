@@ -1,0 +1,128 @@
+/**
+ * What nats-server 2.11+ adds, read and reported by the library instead of misread: a pinned
+ * priority-group consumer consumed through its group by `run` (and handed over to a second
+ * worker when the first stops), a pull without the group refused before it goes out, and a
+ * paused consumer that `forConsumer` binds to and says so. Runs on a 2.11+ server even inside
+ * `npm test` when one is in the cache; on an older server the same tests assert what that
+ * server does (it drops priority groups and does not answer a pause).
+ */
+import { describe, expect, it } from "vitest";
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { nanos, type NatsConnection } from "@nats-io/transport-node";
+import { CommitThenAck, ConsumerPolicyError, watchConsumer, type ConsumerHealthSample } from "../../src/index.js";
+import { consumerInfo, createFixture, eventually, publish, uniqueName } from "../helpers/jetstream.js";
+import { natsServerVersion, serverAtLeast } from "../helpers/nats-server.js";
+import { useServer } from "../helpers/server-fixture.js";
+import { NEWEST_FEATURES_SINCE } from "../helpers/server-version.js";
+
+const newest = serverAtLeast(NEWEST_FEATURES_SINCE);
+const VERSION = newest?.version ?? natsServerVersion();
+
+/** A pinned_client consumer, created through the API (the client refuses priority groups on an old server itself). */
+async function createPinned(nc: NatsConnection, stream: string, priorityTimeoutMs: number): Promise<string> {
+  const name = uniqueName("PIN");
+  const config = {
+    durable_name: name,
+    ack_policy: "explicit",
+    ack_wait: nanos(30_000),
+    priority_groups: ["jobs"],
+    priority_policy: "pinned_client",
+    priority_timeout: nanos(priorityTimeoutMs),
+  };
+  const reply = await nc.request(`$JS.API.CONSUMER.CREATE.${stream}.${name}`, JSON.stringify({ stream_name: stream, config }));
+  const body = reply.json<{ error?: { description: string } }>();
+  if (body.error) throw new Error(body.error.description);
+  return name;
+}
+
+describe(newest ? `priority groups and pause on nats-server ${VERSION}` : `no nats-server ${NEWEST_FEATURES_SINCE}+ here: priority groups and pause on ${VERSION}`, () => {
+  const fx = useServer(newest ? { minVersion: NEWEST_FEATURES_SINCE } : {});
+
+  it(
+    newest
+      ? "a pinned consumer: a pull without its group is refused before it goes out; run consumes through the group; a second worker takes over when the first stops"
+      : "the server drops priority groups: the binding has none, and a pull naming one is refused before it goes out",
+    async () => {
+      const base = await createFixture(fx.nc);
+      const name = await createPinned(fx.nc, base.stream, 1500);
+      const f = { ...base, consumer: name };
+      const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, name, {});
+      const consumer = await f.js.consumers.get(f.stream, name);
+      if (!newest) {
+        expect(ack.consumer?.priorityGroups).toEqual([]);
+        const err = await ack.run(consumer, () => undefined, { pull: { group: "jobs" } }).catch((e: unknown) => e);
+        expect((err as ConsumerPolicyError).reason).toBe("priority_group_required");
+        expect((await consumerInfo(f)).num_waiting).toBe(0);
+        return;
+      }
+      expect(ack.consumer).toMatchObject({ priorityPolicy: "pinned_client", priorityGroups: ["jobs"] });
+      const refused = await ack.run(consumer, () => undefined, { batchSize: 1 }).catch((e: unknown) => e);
+      expect(refused).toBeInstanceOf(ConsumerPolicyError);
+      expect((refused as ConsumerPolicyError).reason).toBe("priority_group_required");
+      expect((refused as Error).message).toContain('"jobs"');
+      expect((await consumerInfo(f)).num_waiting).toBe(0);
+
+      await publish(f, 10);
+      const seen: string[] = [];
+      const start = async (conn: NatsConnection, worker: string) => {
+        const own = await CommitThenAck.forConsumer(await jetstreamManager(conn), f.stream, name, {});
+        const stop = new AbortController();
+        const done = own.run(await jetstream(conn).consumers.get(f.stream, name), (msgs) => {
+          for (const m of msgs) seen.push(`${worker}:${m.seq}`);
+        }, { batchSize: 2, concurrency: 2, signal: stop.signal, pull: { group: "jobs" } });
+        return { stop, done };
+      };
+      const other = await fx.srv.connect();
+      try {
+        const w1 = await start(fx.nc, "w1");
+        await eventually(() => seen.length === 10, "the first ten messages");
+        const w2 = await start(other, "w2");
+        // The pin holds: every message so far went to one worker.
+        expect(new Set(seen.map((s) => s.split(":")[0])).size).toBe(1);
+        const pinned = seen[0]!.split(":")[0];
+        const [first, second] = pinned === "w1" ? [w1, w2] : [w2, w1];
+        first.stop.abort();
+        await first.done;
+        await publish(f, 5);
+        await eventually(() => seen.length === 15, "the next five after a handover", 15_000);
+        const handedOver = seen.slice(10).map((s) => s.split(":")[0]);
+        expect(new Set(handedOver)).toEqual(new Set([pinned === "w1" ? "w2" : "w1"]));
+        second.stop.abort();
+        await second.done;
+      } finally {
+        await other.close();
+      }
+      expect(new Set(seen.map((s) => s.split(":")[1])).size).toBe(15);
+      expect((await consumerInfo(f)).num_ack_pending).toBe(0);
+    },
+  );
+
+  it(
+    newest
+      ? "a paused consumer: forConsumer binds and says so; watchConsumer samples say paused and never stalled"
+      : "the pause request goes unanswered: the binding says not paused",
+    async () => {
+      const f = await createFixture(fx.nc, { ackWaitMs: 1000 });
+      const until = new Date(Date.now() + 60_000);
+      const jsm = newest ? f.jsm : await jetstreamManager(fx.nc, { timeout: 1500 });
+      await jsm.consumers.pause(f.stream, f.consumer, until).catch(() => undefined);
+      const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, { inProgress: { enabled: true, intervalMs: 500 } });
+      if (!newest) {
+        expect(ack.consumer?.paused).toBe(false);
+        return;
+      }
+      expect(ack.consumer?.paused).toBe(true);
+      expect(Math.abs((ack.consumer?.pauseUntil ?? 0) - until.getTime())).toBeLessThan(2000);
+      await publish(f, 3);
+      const samples: ConsumerHealthSample[] = [];
+      const watch = watchConsumer(f.jsm, f.stream, f.consumer, { intervalMs: 200, onSample: (s) => samples.push(s) });
+      try {
+        await eventually(() => samples.length >= 6, "six samples");
+      } finally {
+        watch.stop();
+      }
+      expect(samples.every((s) => s.paused && !s.stalled && !s.backlogGrowing)).toBe(true);
+      await f.jsm.consumers.resume(f.stream, f.consumer);
+    },
+  );
+});
