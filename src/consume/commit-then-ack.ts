@@ -296,7 +296,9 @@ export class CommitThenAck {
    *
    * A consumer with priority groups (nats-server 2.11+) is pulled through `pull.group`; with
    * `forConsumer`, a pull that names none of its groups is refused before the first pull. A
-   * `pinned_client` consumer is read through one long-lived subscription that keeps the pin.
+   * `pinned_client` consumer is read through one long-lived subscription that keeps the pin
+   * (a new pull would carry none); the client then prefetches up to `concurrency × batchSize`
+   * messages (and the consumer's `max_ack_pending`), whose leases start at their arrival.
    *
    * @param consumer - a pull consumer (`js.consumers.get(stream, durable)`).
    * @param write - the host's write for one batch.
@@ -433,7 +435,9 @@ export class CommitThenAck {
     const policy = this.#policy;
     if (isVerifiedPolicy(policy) && policy.enabled) return policy.intervalMs;
     const timing = this.#options.timing;
-    const window = timing?.backOffMs !== undefined && timing.backOffMs.length > 0 ? Math.min(...timing.backOffMs.slice(0, 1)) : timing?.ackWaitMs;
+    // With BackOff the shortest step is the tightest window a redelivery can have.
+    let window = timing?.ackWaitMs;
+    for (const step of timing?.backOffMs ?? []) if (window === undefined || step < window) window = step;
     return window !== undefined && Number.isFinite(window) && window > 0 ? Math.max(1, Math.floor(window / 4)) : undefined;
   }
 }
