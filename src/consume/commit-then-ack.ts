@@ -292,7 +292,8 @@ export class CommitThenAck {
    * On abort it stops pulling at once, tells the writes in flight through their `ctx.signal`,
    * writes what already arrived within `shutdownTimeoutMs` (handing it back would spend a
    * delivery), and resolves once no write it started is still running. It rejects only for bad
-   * arguments (before the first pull) or when the connection is closed for good.
+   * arguments (before the first pull, or pull options the client itself refuses at the first
+   * pull) or when the connection is closed for good.
    *
    * A consumer with priority groups (nats-server 2.11+) is pulled through `pull.group`; with
    * `forConsumer`, a pull that names none of its groups is refused before the first pull. A

@@ -74,27 +74,38 @@ export function consumeSource(consumer: Pick<Consumer, "consume">, expiresMs: nu
   };
   let iterator: { stop?: () => unknown } | undefined;
   let closing = false;
-  const reading = (async () => {
-    const iter = await consumer.consume({ max_messages: capacity, expires: expiresMs, ...(pull as object) } as Parameters<Consumer["consume"]>[0]);
-    iterator = iter as { stop?: () => unknown };
-    if (closing) void iterator.stop?.();
-    for await (const m of iter) {
-      queue.push({ m, at: Date.now() });
-      notify();
-    }
-  })().then(
-    () => {
-      ended = true;
-      notify();
-    },
-    (err: unknown) => {
-      failure = err;
-      ended = true;
-      notify();
-    },
-  );
+  const read = (): Promise<void> =>
+    (async () => {
+      const iter = await consumer.consume({ max_messages: capacity, expires: expiresMs, ...(pull as object) } as Parameters<Consumer["consume"]>[0]);
+      iterator = iter as { stop?: () => unknown };
+      if (closing) void iterator.stop?.();
+      for await (const m of iter) {
+        queue.push({ m, at: Date.now() });
+        notify();
+      }
+    })().then(
+      () => {
+        ended = true;
+        notify();
+      },
+      (err: unknown) => {
+        failure = err;
+        ended = true;
+        notify();
+      },
+    );
+  let reading = read();
   return {
     async pull(request, take) {
+      if (ended && !closing && queue.length === 0) {
+        // The subscription ended (an error, a deleted consumer): report it, and start a new
+        // one for the next pull; the loop's backoff spaces the attempts.
+        const err = failure ?? new Error("the pull subscription ended");
+        failure = undefined;
+        ended = false;
+        reading = read();
+        throw err;
+      }
       let got = 0;
       let firstAt: number | undefined;
       const deadline = performance.now() + expiresMs;
@@ -105,11 +116,6 @@ export function consumeSource(consumer: Pick<Consumer, "consume">, expiresMs: nu
           got += 1;
           firstAt ??= performance.now();
           continue;
-        }
-        if (failure !== undefined) {
-          const err = failure;
-          failure = undefined;
-          throw err;
         }
         if (ended) return;
         const limit = firstAt !== undefined && request.waitAfterFirstMs !== undefined ? Math.min(deadline, firstAt + request.waitAfterFirstMs) : deadline;

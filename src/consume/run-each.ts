@@ -6,7 +6,7 @@
 import type { JsMsg } from "@nats-io/jetstream";
 import type { BatchResult } from "../settle/batch-result.js";
 import { MetricNames } from "../telemetry/metric-names.js";
-import { isClosed, pause, shutdownBound, untilFreed, type LoopContext } from "./run-loop.js";
+import { isClosed, isRefusedByClient, pause, refusedPull, shutdownBound, untilFreed, type LoopContext } from "./run-loop.js";
 import { callGuarded, reportSettled, type LoopSettings } from "./run-options.js";
 
 /** Waits for a handler slot; resolves with the function that gives it back. */
@@ -77,6 +77,7 @@ export async function runEachMessage(settings: LoopSettings, loop: EachContext):
       }
       let pullError: unknown;
       let got = 0;
+      const pulledAt = performance.now();
       try {
         // Each message starts at once: its supervision begins as it arrives.
         await loop.source.pull({ max: room, waitAfterFirstMs: undefined, signal }, (m, at) => {
@@ -88,8 +89,11 @@ export async function runEachMessage(settings: LoopSettings, loop: EachContext):
       }
       if (pullError === undefined) {
         failures = 0;
+        // An empty pull that ended at once (not by its expiry) must not become a hot loop.
+        if (got === 0 && performance.now() - pulledAt < 20) await pause(100, signal);
         continue;
       }
+      if (isRefusedByClient(pullError)) throw refusedPull(pullError);
       failures += 1;
       loop.metrics.count(MetricNames.FETCH_FAILURES_TOTAL);
       const retryInMs = Math.min(MAX_RETRY_DELAY_MS, FIRST_RETRY_DELAY_MS * 2 ** Math.min(failures - 1, 16));

@@ -68,6 +68,7 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
       const batch: JsMsg[] = [];
       const received: number[] = [];
       let pullError: unknown;
+      const pulledAt = performance.now();
       try {
         await loop.source.pull({ max: room, waitAfterFirstMs: loop.waitAfterFirstMs, signal }, (m, at) => {
           batch.push(m);
@@ -76,6 +77,7 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
       } catch (err) {
         pullError = err;
       }
+      if (pullError !== undefined && isRefusedByClient(pullError)) throw refusedPull(pullError);
       if (pullError !== undefined) {
         failures += 1;
         loop.metrics.count(MetricNames.FETCH_FAILURES_TOTAL);
@@ -92,6 +94,9 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
         start(batch, received, signal?.aborted ? shutdownBound(loop.shutdownTimeoutMs) : signal);
       } else if (pullError !== undefined) {
         await pause(Math.min(MAX_RETRY_DELAY_MS, FIRST_RETRY_DELAY_MS * 2 ** Math.min(failures - 1, 16)), signal);
+      } else if (performance.now() - pulledAt < EMPTY_PULL_FLOOR_MS) {
+        // An empty pull that ended at once (not by its expiry) must not become a hot loop.
+        await pause(EMPTY_PULL_PAUSE_MS, signal);
       }
     }
   } finally {
@@ -131,6 +136,24 @@ export function untilFreed(signal: AbortSignal | undefined, register: (f: () => 
     signal?.addEventListener("abort", done, { once: true });
     register(done);
   });
+}
+
+/** A pull that returned nothing faster than this did not wait for its expiry. */
+const EMPTY_PULL_FLOOR_MS = 20;
+const EMPTY_PULL_PAUSE_MS = 100;
+
+/** Whether the client refused the pull request's options (retrying cannot help). */
+export function isRefusedByClient(err: unknown): boolean {
+  return err instanceof Error && err.name === "InvalidArgumentError";
+}
+
+/** The loop's error for pull options the client refuses, naming the client's reason. */
+export function refusedPull(err: unknown): TypeError {
+  const reason = err instanceof Error ? err.message.slice(0, 200) : String(err);
+  return new TypeError(
+    `the NATS client refused the pull options (${reason}): check options.pull against what this version of @nats-io/jetstream supports (pinned priority groups need a recent 3.x)`,
+    { cause: err },
+  );
 }
 
 /** Whether a pull failed because the connection is closed for good. */

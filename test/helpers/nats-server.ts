@@ -319,12 +319,38 @@ export class NatsCluster implements AsyncDisposable {
     this.servers = servers;
   }
 
+  /**
+   * Starts a cluster; one that cannot place a replicated stream within 20 s (seen under load,
+   * and when a free port was taken between choosing it and binding it) is thrown away and
+   * started again on new ports, up to three times.
+   */
   static async start(size = 3): Promise<NatsCluster> {
+    let last: unknown;
+    for (let attempt = 1; attempt <= 3; attempt++) {
+      let cluster: NatsCluster;
+      try {
+        cluster = await NatsCluster.#startOnce(size);
+      } catch (err) {
+        last = err;
+        continue;
+      }
+      try {
+        await cluster.waitForJetStream(20_000);
+        return cluster;
+      } catch (err) {
+        last = err;
+        await cluster.dispose();
+      }
+    }
+    throw last;
+  }
+
+  static async #startOnce(size: number): Promise<NatsCluster> {
     const clientPorts = await distinctFreePorts(size);
     const routePorts = await distinctFreePorts(size, clientPorts);
     const routes = routePorts.map((p) => `nats-route://127.0.0.1:${p}`);
     const clusterName = `jsip-${process.pid}-${routePorts[0]}`;
-    const servers = await Promise.all(
+    const started = await Promise.allSettled(
       clientPorts.map((port, i) =>
         NatsServer.start({
           port,
@@ -341,9 +367,13 @@ export class NatsCluster implements AsyncDisposable {
         }),
       ),
     );
-    const cluster = new NatsCluster(servers);
-    await cluster.waitForJetStream();
-    return cluster;
+    const servers = started.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
+    const failed = started.find((r): r is PromiseRejectedResult => r.status === "rejected");
+    if (failed !== undefined) {
+      await Promise.all(servers.map((srv) => srv.dispose()));
+      throw failed.reason;
+    }
+    return new NatsCluster(servers);
   }
 
   /** Every node's client URL. */

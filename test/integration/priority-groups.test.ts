@@ -62,6 +62,22 @@ describe(newest ? `priority groups and pause on nats-server ${VERSION}` : `no na
       expect((refused as Error).message).toContain('"jobs"');
       expect((await consumerInfo(f)).num_waiting).toBe(0);
 
+      // Older 3.x clients refuse a pinned pull (they want min_pending): run says so and stops
+      // instead of retrying a pull that can never go out.
+      const clientPins = await consumer.fetch({ max_messages: 1, expires: 1000, group: "jobs" } as never).then(
+        async (iter) => {
+          for await (const m of iter) m.nak();
+          return true;
+        },
+        (e: unknown) => (e as Error).name !== "InvalidArgumentError",
+      );
+      if (!clientPins) {
+        const err = await ack.run(consumer, () => undefined, { pull: { group: "jobs" } }).catch((e: unknown) => e);
+        expect(err).toBeInstanceOf(TypeError);
+        expect((err as Error).message).toMatch(/the NATS client refused the pull options/);
+        return;
+      }
+
       await publish(f, 10);
       const seen: string[] = [];
       const start = async (conn: NatsConnection, worker: string) => {
