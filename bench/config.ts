@@ -66,7 +66,7 @@ export const FULL: BenchConfig = {
   scaling: { batches: [1, 100, 1000], batchSize: 100, rounds: 7 },
   concurrency: { writeMs: 50, batchSize: 100, expiresMs: 1000, concurrency: 4, serialMessages: 2000, parallelMessages: 8000, rounds: 7 },
   runEach: { handlerMs: 10, concurrency: 32, messages: 6400, expiresMs: 1000, rounds: 7 },
-  idle: { loops: 16, windowMs: 4000, batchSize: 100, expiresMs: 1000, rounds: 7 },
+  idle: { loops: 64, windowMs: 3000, batchSize: 100, expiresMs: 1000, rounds: 9 },
   inFlight: { messages: 1000, concurrency: 32, ackWaitMs: 2000, intervalMs: 1000, periods: 5, rounds: 7 },
 };
 
@@ -79,6 +79,6 @@ export const SMOKE: BenchConfig = {
   scaling: { batches: [1, 100, 1000], batchSize: 100, rounds: 1 },
   concurrency: { writeMs: 50, batchSize: 100, expiresMs: 1000, concurrency: 4, serialMessages: 600, parallelMessages: 1600, rounds: 1 },
   runEach: { handlerMs: 10, concurrency: 32, messages: 1280, expiresMs: 1000, rounds: 1 },
-  idle: { loops: 16, windowMs: 1000, batchSize: 100, expiresMs: 1000, rounds: 1 },
+  idle: { loops: 64, windowMs: 1000, batchSize: 100, expiresMs: 1000, rounds: 1 },
   inFlight: { messages: 1000, concurrency: 32, ackWaitMs: 1000, intervalMs: 500, periods: 2, rounds: 1 },
 };
