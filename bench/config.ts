@@ -32,6 +32,29 @@ export interface BenchConfig {
   };
   /** Item 5: concurrent batches, messages per batch, rounds. */
   readonly scaling: { readonly batches: readonly number[]; readonly batchSize: number; readonly rounds: number };
+  /** Item 7: the write, batch size, expiry, concurrency, messages per arm (one lane, several), rounds. */
+  readonly concurrency: {
+    readonly writeMs: number;
+    readonly batchSize: number;
+    readonly expiresMs: number;
+    readonly concurrency: number;
+    readonly serialMessages: number;
+    readonly parallelMessages: number;
+    readonly rounds: number;
+  };
+  /** Item 8: the handler, concurrency, messages per arm, expiry, rounds. */
+  readonly runEach: { readonly handlerMs: number; readonly concurrency: number; readonly messages: number; readonly expiresMs: number; readonly rounds: number };
+  /** Item 9: idle loops side by side, the measured wall time per arm, batch size, expiry, rounds. */
+  readonly idle: { readonly loops: number; readonly windowMs: number; readonly batchSize: number; readonly expiresMs: number; readonly rounds: number };
+  /** Item 10: messages in flight, handlers, AckWait, interval, beat periods per window, rounds. */
+  readonly inFlight: {
+    readonly messages: number;
+    readonly concurrency: number;
+    readonly ackWaitMs: number;
+    readonly intervalMs: number;
+    readonly periods: number;
+    readonly rounds: number;
+  };
 }
 
 export const FULL: BenchConfig = {
@@ -41,6 +64,10 @@ export const FULL: BenchConfig = {
   endToEnd: { messages: 100_000, batchSize: 100, expiresMs: 1000, rounds: 7 },
   capacity: { messages: 100_000, fetchBatch: 1000, ackWaitMs: 4000, intervalMs: 2000, rounds: 5, periodsPerArm: 2 },
   scaling: { batches: [1, 100, 1000], batchSize: 100, rounds: 7 },
+  concurrency: { writeMs: 50, batchSize: 100, expiresMs: 1000, concurrency: 4, serialMessages: 2000, parallelMessages: 8000, rounds: 7 },
+  runEach: { handlerMs: 10, concurrency: 32, messages: 6400, expiresMs: 1000, rounds: 7 },
+  idle: { loops: 64, windowMs: 3000, batchSize: 100, expiresMs: 1000, rounds: 9 },
+  inFlight: { messages: 1000, concurrency: 32, ackWaitMs: 2000, intervalMs: 1000, periods: 5, rounds: 7 },
 };
 
 export const SMOKE: BenchConfig = {
@@ -50,4 +77,8 @@ export const SMOKE: BenchConfig = {
   endToEnd: { messages: 5_000, batchSize: 100, expiresMs: 1000, rounds: 1 },
   capacity: { messages: 10_000, fetchBatch: 1000, ackWaitMs: 2000, intervalMs: 1000, rounds: 1, periodsPerArm: 2 },
   scaling: { batches: [1, 100, 1000], batchSize: 100, rounds: 1 },
+  concurrency: { writeMs: 50, batchSize: 100, expiresMs: 1000, concurrency: 4, serialMessages: 600, parallelMessages: 1600, rounds: 1 },
+  runEach: { handlerMs: 10, concurrency: 32, messages: 1280, expiresMs: 1000, rounds: 1 },
+  idle: { loops: 64, windowMs: 1000, batchSize: 100, expiresMs: 1000, rounds: 1 },
+  inFlight: { messages: 1000, concurrency: 32, ackWaitMs: 1000, intervalMs: 500, periods: 2, rounds: 1 },
 };

@@ -10,7 +10,7 @@ export interface Goal {
   /** What the table prints, for example `added ≤ 0.2 µs`. */
   readonly text: string;
   readonly on: GoalOn;
-  readonly op: "<=" | ">=";
+  readonly op: "<=" | ">=" | "==";
   readonly limit: number;
 }
 
@@ -19,7 +19,7 @@ export type Status = "pass" | "MISS" | "info";
 export interface FigureInput {
   /** Stable id: issue item, then a letter per line (`1a`, `1b`, ...). */
   readonly id: string;
-  /** The issue item (1 to 6) this figure answers. */
+  /** The item (1 to 10) this figure answers. */
   readonly item: number;
   /** What was measured. */
   readonly name: string;
@@ -53,7 +53,7 @@ export function figure(input: FigureInput): Figure {
   let status: Status = "info";
   if (goal) {
     const x = goal.on === "ratio" ? ratio : goal.on === "added" ? added : input.value;
-    status = (goal.op === "<=" ? x <= goal.limit : x >= goal.limit) ? "pass" : "MISS";
+    status = (goal.op === "<=" ? x <= goal.limit : goal.op === ">=" ? x >= goal.limit : x === goal.limit) ? "pass" : "MISS";
   }
   return { ...input, goal, ratio, added, status };
 }
@@ -65,4 +65,15 @@ export const goals = {
   ratioAtLeast: (limit: number): Goal => ({ text: `ratio ≥ ${limit}`, on: "ratio", op: ">=", limit }),
   valueAtLeast: (limit: number, text: string): Goal => ({ text, on: "value", op: ">=", limit }),
   valueAtMost: (limit: number, text: string): Goal => ({ text, on: "value", op: "<=", limit }),
+  valueExactly: (limit: number, text: string): Goal => ({ text, on: "value", op: "==", limit }),
 };
+
+/**
+ * What a row found wrong besides its goals (a message not acknowledged, a redelivery): every
+ * figure with a goal becomes a miss that names the problem, so it is reported, never thrown.
+ */
+export function withProblems(figures: Figure[], problems: readonly string[]): Figure[] {
+  if (problems.length === 0) return figures;
+  const shown = problems.slice(0, 3).join("; ") + (problems.length > 3 ? ` (and ${problems.length - 3} more)` : "");
+  return figures.map((f) => (f.goal === undefined ? f : { ...f, status: "MISS", note: `${f.note !== undefined ? `${f.note}; ` : ""}PROBLEM: ${shown}` }));
+}

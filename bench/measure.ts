@@ -3,6 +3,7 @@
  * comparison run interleaved inside each round (and in reverse order every other round, so a
  * linear drift cancels), and each arm is warmed up before anything is recorded.
  */
+import { readFileSync } from "node:fs";
 import { setImmediate as yieldToLoop } from "node:timers/promises";
 
 /** One arm of a comparison: produces one sample per call (a duration, a rate, a CPU figure). */
@@ -85,4 +86,17 @@ export function heapAfterGc(): number {
 /** Waits `ms` milliseconds. */
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * CPU time of the main thread alone in milliseconds (Linux: `/proc/self/task/<pid>/schedstat`,
+ * nanoseconds), or NaN where it cannot be read. `process.cpuUsage()` counts every thread of the
+ * process, V8's garbage-collection and compiler helpers included.
+ */
+export function mainThreadCpuMs(): number {
+  try {
+    return Number(readFileSync(`/proc/self/task/${process.pid}/schedstat`, "utf8").split(" ")[0]) / 1e6;
+  } catch {
+    return Number.NaN;
+  }
 }

@@ -16,9 +16,13 @@ import { FULL, SMOKE, type BenchConfig } from "./config.js";
 import type { Figure } from "./figure.js";
 import { describeMachine } from "./machine.js";
 import { capacity } from "./rows/capacity.js";
+import { concurrencyScaling } from "./rows/concurrency.js";
 import { endToEnd } from "./rows/end-to-end.js";
 import { fastOverhead } from "./rows/fast-overhead.js";
 import { heartbeatRound } from "./rows/heartbeat-round.js";
+import { idle } from "./rows/idle.js";
+import { inFlight } from "./rows/in-flight.js";
+import { runEachLoop } from "./rows/run-each.js";
 import { scaling } from "./rows/scaling.js";
 import type { Bench } from "./context.js";
 import { renderTable } from "./table.js";
@@ -35,6 +39,10 @@ const ROWS: readonly Row[] = [
   { items: [3], title: "end to end: CommitThenAck.run against a hand-written loop", run: endToEnd },
   { items: [4, 6], title: "capacity: messages held through 3× AckWait, CPU of the beats", run: capacity },
   { items: [5, 6], title: "scaling: timers and memory with concurrent batches", run: (b) => scaling(b.config) },
+  { items: [7], title: "concurrency: run with 4 writes at once against 1 and against 4 hand loops", run: concurrencyScaling },
+  { items: [8], title: "runEach against a hand-written consume() loop", run: runEachLoop },
+  { items: [9], title: "idle: loops with nothing to fetch, process CPU", run: idle },
+  { items: [10], title: "heartbeats in flight: 1,000 messages across 32 handlers", run: inFlight },
 ];
 
 function parseArgs(argv: readonly string[]): { config: BenchConfig; only: Set<number> | undefined; out: string; bin: string } {

@@ -3,7 +3,8 @@
  * event loop alive, and the library's one timer is unref'd on purpose, so it never shows
  * there. While a census is open, the global timer functions are wrapped to count every live
  * timer, ref'd or not: a timeout until it fires or is cleared, an interval until it is cleared.
- * Open it only around a measurement: the wrapping costs a little per timer.
+ * Open it only around a measurement: the wrapping costs a little per timer, and recording where
+ * each timer was created (`stacks`) costs a stack trace per timer.
  */
 
 export interface TimerCount {
@@ -15,9 +16,19 @@ export interface TimerCount {
 
 export class TimerCensus {
   readonly #live = new Set<unknown>();
+  /** Where each live timer was created (with `stacks`). */
+  readonly #origin = new Map<unknown, string>();
   readonly #restore: () => void;
+  /** Timers created while the census was open (live or not). */
+  created = 0;
 
-  constructor() {
+  constructor(options: { readonly stacks?: boolean } = {}) {
+    const origin = this.#origin;
+    const stacks = options.stacks === true;
+    const note = (handle: unknown): void => {
+      this.created += 1;
+      if (stacks) origin.set(handle, new Error().stack ?? "");
+    };
     const g = globalThis as unknown as Record<"setTimeout" | "setInterval" | "clearTimeout" | "clearInterval", (...args: unknown[]) => unknown>;
     const original = { setTimeout: g.setTimeout, setInterval: g.setInterval, clearTimeout: g.clearTimeout, clearInterval: g.clearInterval };
     const live = this.#live;
@@ -25,23 +36,28 @@ export class TimerCensus {
       let handle: unknown;
       const wrapped = (...args: unknown[]): unknown => {
         live.delete(handle);
+        origin.delete(handle);
         return (fn as (...a: unknown[]) => unknown)(...args);
       };
       handle = original.setTimeout(wrapped, ...rest);
       live.add(handle);
+      note(handle);
       return handle;
     };
     g.setInterval = (...args: unknown[]) => {
       const handle = original.setInterval(...args);
       live.add(handle);
+      note(handle);
       return handle;
     };
     g.clearTimeout = (handle: unknown) => {
       live.delete(handle);
+      origin.delete(handle);
       return original.clearTimeout(handle);
     };
     g.clearInterval = (handle: unknown) => {
       live.delete(handle);
+      origin.delete(handle);
       return original.clearInterval(handle);
     };
     this.#restore = () => Object.assign(g, original);
@@ -51,6 +67,13 @@ export class TimerCensus {
     let reffed = 0;
     for (const r of process.getActiveResourcesInfo()) if (r === "Timeout") reffed += 1;
     return { live: this.#live.size, reffed };
+  }
+
+  /** Live timers whose creation stack passes `test` (needs `stacks`). */
+  liveFrom(test: (stack: string) => boolean): number {
+    let n = 0;
+    for (const h of this.#live) if (test(this.#origin.get(h) ?? "")) n += 1;
+    return n;
   }
 
   /** Puts the original timer functions back. */

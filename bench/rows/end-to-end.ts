@@ -15,6 +15,7 @@ import { figure, goals, type Figure } from "../figure.js";
 import { addConsumer, createStream, waitAllAcked, type BenchStream } from "../jetstream.js";
 import { fakeMsgs } from "../fake-msg.js";
 import { cpuMs, interleave, median, medians, nowNs, pluck } from "../measure.js";
+import { countSocketWrites } from "../socket-writes.js";
 
 const ACK_WAIT_MS = 30_000;
 
@@ -63,23 +64,14 @@ interface Sample {
   readonly writes: number;
 }
 
-/**
- * Counts the client's socket writes while `body` runs, by wrapping its transport's `send`
- * (client internals: when they are not where this expects, the count is NaN).
- */
+/** Counts the client's socket writes while `body` runs (NaN when the client's internals are not reachable). */
 async function countingWrites<T>(nc: NatsConnection, body: () => Promise<T>): Promise<{ result: T; writes: number }> {
-  const transport = (nc as unknown as { protocol?: { transport?: { send?: (data: Uint8Array) => void } } }).protocol?.transport;
-  const send = transport?.send;
-  if (!transport || typeof send !== "function") return { result: await body(), writes: Number.NaN };
-  let writes = 0;
-  transport.send = (data: Uint8Array): void => {
-    writes += 1;
-    send.call(transport, data);
-  };
+  const counter = countSocketWrites(nc);
   try {
-    return { result: await body(), writes };
+    const result = await body();
+    return { result, writes: counter.writes };
   } finally {
-    transport.send = send;
+    counter.restore();
   }
 }
 

@@ -1,0 +1,136 @@
+/**
+ * Item 8 — the per-message loop on a real nats-server. Shape: a handler that takes 10 ms
+ * (`await sleep(10)`: a slow call, not CPU), 32 at once, fetch expiry 1,000 ms.
+ * `CommitThenAck.runEach` with `concurrency: 32` (its default pull size, 32, so it holds at
+ * most 64 messages), heartbeats off (the default) and on (interval 10 s, AckWait 30 s, so no
+ * beat falls due), against the loop a service writes by hand: `for await` over
+ * `consumer.consume()` (buffering the same 64 messages, same expiry), a counter of running
+ * handlers that awaits a free slot when 32 are running, and `m.ack()` when a handler resolves.
+ * Every arm of every round reads a stream of exactly N messages through a fresh durable
+ * consumer and is checked with consumer info (all acknowledged, nothing redelivered).
+ */
+import type { Consumer, JsMsg } from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { CommitThenAck, verifyInProgressPolicy, type VerifiedInProgressPolicy } from "../../src/index.js";
+import type { Bench } from "../context.js";
+import { figure, goals, withProblems, type Figure } from "../figure.js";
+import { addConsumer, createStream, waitAllAcked, type BenchStream } from "../jetstream.js";
+import { interleave, medians, nowNs, sleep } from "../measure.js";
+
+const ACK_WAIT_MS = 30_000;
+
+interface Shape {
+  readonly n: number;
+  readonly handlerMs: number;
+  readonly concurrency: number;
+  readonly expiresMs: number;
+}
+
+/** The library's per-message loop; its signal stops it once the last handler is done. */
+async function library(consumer: Consumer, nc: NatsConnection, shape: Shape, policy: VerifiedInProgressPolicy | undefined): Promise<number> {
+  const ack = new CommitThenAck(policy ? { inProgress: policy } : {});
+  const stop = new AbortController();
+  let done = 0;
+  const handle = async (_m: JsMsg): Promise<void> => {
+    await sleep(shape.handlerMs);
+    done += 1;
+    if (done >= shape.n) stop.abort();
+  };
+  const t0 = nowNs();
+  await ack.runEach(consumer, handle, { concurrency: shape.concurrency, expiresMs: shape.expiresMs, signal: stop.signal });
+  await nc.flush();
+  return shape.n / ((nowNs() - t0) / 1e9);
+}
+
+/** `consume()` with a counter: at most `concurrency` handlers at once, each message acked when its handler resolves. */
+async function handWritten(consumer: Consumer, nc: NatsConnection, shape: Shape): Promise<number> {
+  const handle = async (_m: JsMsg): Promise<void> => {
+    await sleep(shape.handlerMs);
+  };
+  let running = 0;
+  let done = 0;
+  let slot: (() => void) | undefined;
+  let finished!: () => void;
+  const allDone = new Promise<void>((resolve) => (finished = resolve));
+  const t0 = nowNs();
+  const messages = await consumer.consume({ max_messages: shape.concurrency * 2, expires: shape.expiresMs });
+  for await (const m of messages) {
+    if (running >= shape.concurrency) await new Promise<void>((resolve) => (slot = resolve));
+    running += 1;
+    void handle(m).then(() => {
+      m.ack();
+      running -= 1;
+      done += 1;
+      const s = slot;
+      slot = undefined;
+      s?.();
+      if (done >= shape.n) finished();
+    });
+    if (done + running >= shape.n) {
+      await allDone;
+      break;
+    }
+  }
+  await messages.close();
+  await nc.flush();
+  return shape.n / ((nowNs() - t0) / 1e9);
+}
+
+/** Runs one arm on a fresh consumer of `s`, then checks that every message was acknowledged once. */
+async function arm(s: BenchStream, n: number, problems: string[], body: (consumer: Consumer) => Promise<number>): Promise<number> {
+  const { name, consumer } = await addConsumer(s, { ackWaitMs: ACK_WAIT_MS, maxAckPending: 10_000 });
+  const rate = await body(consumer);
+  try {
+    const counts = await waitAllAcked(s, name, n);
+    if (counts.delivered !== n || counts.redelivered !== 0) problems.push(`an arm ended with ${JSON.stringify(counts)}`);
+  } catch (err) {
+    problems.push(err instanceof Error ? err.message : String(err));
+  }
+  await s.jsm.consumers.delete(s.stream, name);
+  return rate;
+}
+
+export async function runEachLoop(bench: Bench): Promise<Figure[]> {
+  const c = bench.config.runEach;
+  const shape: Shape = { n: c.messages, handlerMs: c.handlerMs, concurrency: c.concurrency, expiresMs: c.expiresMs };
+  const enabled = verifyInProgressPolicy({ enabled: true, intervalMs: 10_000 }, { ackWaitMs: ACK_WAIT_MS, source: "configured" });
+  const nc = await bench.server.connect();
+  const problems: string[] = [];
+  try {
+    const arms = (s: BenchStream, shape: Shape) => ({
+      hand: () => arm(s, shape.n, problems, (consumer) => handWritten(consumer, nc, shape)),
+      disabled: () => arm(s, shape.n, problems, (consumer) => library(consumer, nc, shape, undefined)),
+      enabled: () => arm(s, shape.n, problems, (consumer) => library(consumer, nc, shape, enabled)),
+    });
+    // Warm every arm up on a smaller stream, so no round pays for compiling the code.
+    const warmShape: Shape = { ...shape, n: Math.min(shape.n, 8 * shape.concurrency) };
+    const warm = await createStream(nc, "EACHWARM", warmShape.n);
+    await interleave(arms(warm, warmShape), 1, 0);
+    await warm.jsm.streams.delete(warm.stream);
+
+    const s = await createStream(nc, "EACH", shape.n);
+    const samples = await interleave<"hand" | "disabled" | "enabled">(arms(s, shape), c.rounds, 0);
+    await s.jsm.streams.delete(s.stream);
+    const rate = medians(samples);
+    const what = `${shape.n.toLocaleString("en-US")} msgs, concurrency ${shape.concurrency}, ${shape.handlerMs} ms handler (sleep)`;
+    const hand = `consume() + counter of ${shape.concurrency}, ack on resolve`;
+    return withProblems(
+      (["disabled", "enabled"] as const).map((k, i) =>
+        figure({
+          id: `8${"ab"[i]}`,
+          item: 8,
+          name: `CommitThenAck.runEach, heartbeats ${k}, ${what}`,
+          unit: "msgs/s",
+          value: rate[k],
+          baselineName: hand,
+          baseline: rate.hand,
+          goal: goals.ratioAtLeast(0.95),
+          samples: { value: samples[k], baseline: samples.hand },
+        }),
+      ),
+      problems,
+    );
+  } finally {
+    await nc.close();
+  }
+}
