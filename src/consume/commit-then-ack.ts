@@ -47,6 +47,7 @@ import {
   type RunEachOptions,
   type RunOptions,
 } from "./run-options.js";
+import { SignalFanout } from "./signal-fanout.js";
 import { WriteTracker } from "./write-tracker.js";
 
 /**
@@ -74,6 +75,8 @@ export class CommitThenAck {
   readonly #policy: VerifiedInProgressPolicy | DisabledInProgressPolicy;
   readonly #metrics: MetricsRecorder;
   readonly #settler: Settler;
+  /** The instance's signal, handed to each call through one listener. */
+  readonly #signal: SignalFanout;
   #binding: ConsumerBinding | undefined;
 
   /**
@@ -84,6 +87,7 @@ export class CommitThenAck {
     this.#options = validateOptions(options);
     this.#policy = this.#options.inProgress ?? { enabled: false };
     this.#metrics = MetricsRecorder.for(this.#options.metrics);
+    this.#signal = new SignalFanout(this.#options.signal);
     const verified = isVerifiedPolicy(this.#policy) ? this.#policy : undefined;
     const mode = this.#options.backOff ?? verified?.backOff ?? "reject";
     const timing = this.#options.timing ?? verified?.timing;
@@ -190,7 +194,12 @@ export class CommitThenAck {
     if (!Array.isArray(msgs)) throw new TypeError("msgs must be an array of JsMsg (a fetched batch)");
     if (typeof write !== "function") throw new TypeError("write must be a function (msgs, ctx) => Promise<void>");
     const o = validateProcessOptions(options);
-    return await this.#process([...msgs], write, combineSignals(this.#options.signal, o.signal), o.receivedAt);
+    const base = this.#signal.child();
+    try {
+      return await this.#process([...msgs], write, combineSignals(base.signal, o.signal), o.receivedAt);
+    } finally {
+      base.release();
+    }
   }
 
   async #process(list: readonly JsMsg[], write: BatchWrite, signal: AbortSignal | undefined, receivedAt: ProcessOptions["receivedAt"]): Promise<BatchResult> {
@@ -401,8 +410,9 @@ export class CommitThenAck {
     settings: LoopSettings,
   ): Promise<{ settings: LoopSettings; context: Omit<LoopContext, "process" | "waitAfterFirstMs"> }> {
     checkPullAgainstBinding(settings.pull, this.#binding);
-    const signal = combineSignals(this.#options.signal, settings.signal);
-    const capacity = settings.concurrency * settings.batchSize;
+    // The loop holds one child of the instance's signal for its whole life.
+    const signal = combineSignals(this.#signal.child().signal, settings.signal);
+    const capacity = settings.capacity;
     const maxAckPending = this.#binding?.maxAckPending;
     if (maxAckPending !== undefined && maxAckPending < capacity && this.#binding !== undefined) {
       const { stream, consumer: name } = this.#binding;
@@ -411,7 +421,7 @@ export class CommitThenAck {
         new ConsumerPolicyError("max_ack_pending_below_capacity", {
           stream,
           consumer: name,
-          message: `its max_ack_pending is ${maxAckPending}, below the ${capacity} messages the loop could hold (concurrency × batchSize): the loop holds at most ${maxAckPending}; raise max_ack_pending or lower concurrency or batchSize`,
+          message: `its max_ack_pending is ${maxAckPending}, below the ${capacity} messages the loop could hold (${settings.capacityRule}): the loop holds at most ${maxAckPending}; raise max_ack_pending or lower concurrency or batchSize`,
         }),
         Object.freeze({ during: "start" as const }),
       );

@@ -34,12 +34,23 @@ export interface PullSource {
 
 /** Fetch-based pulls. */
 export function fetchSource(consumer: Pick<Consumer, "fetch">, expiresMs: number, pull: PullOptions | undefined): PullSource {
+  // One abort listener for the loop's life, not one per pull (an idle loop pulls every second).
+  let current: { stop?: () => unknown } | undefined;
+  let watched: AbortSignal | undefined;
+  const stopCurrent = (): void => void current?.stop?.();
+  const watch = (signal: AbortSignal | undefined): void => {
+    if (signal === watched) return;
+    watched?.removeEventListener("abort", stopCurrent);
+    watched = signal;
+    signal?.addEventListener("abort", stopCurrent, { once: true });
+  };
   return {
     async pull(request, take) {
       const iter = await consumer.fetch({ max_messages: request.max, expires: expiresMs, ...(pull as object) } as Parameters<Consumer["fetch"]>[0]);
       const stop = (): void => void (iter as { stop?: () => unknown }).stop?.();
       const signal = request.signal;
-      signal?.addEventListener("abort", stop, { once: true });
+      current = iter as { stop?: () => unknown };
+      watch(signal);
       // Aborted while the pull request went out: do not wait for its expiry.
       if (signal?.aborted) stop();
       let timer: ReturnType<typeof setTimeout> | undefined;
@@ -54,10 +65,13 @@ export function fetchSource(consumer: Pick<Consumer, "fetch">, expiresMs: number
         }
       } finally {
         clearTimeout(timer);
-        signal?.removeEventListener("abort", stop);
+        current = undefined;
       }
     },
-    close: async () => [],
+    close: async () => {
+      watch(undefined);
+      return [];
+    },
   };
 }
 

@@ -33,7 +33,7 @@ export async function runEachMessage(settings: LoopSettings, loop: EachContext):
   const entries = new Set<Entry>();
   const settling = new Set<Promise<void>>();
   let freed: (() => void) | undefined;
-  const capacity = settings.concurrency + settings.batchSize;
+  const capacity = settings.capacity;
 
   const onShutdown = (): void => {
     // Handlers already running are told at once; messages still waiting get the bound.

@@ -11,6 +11,7 @@ import { MetricNames } from "../telemetry/metric-names.js";
 import type { MetricsRecorder } from "../telemetry/metrics-recorder.js";
 import type { PullSource } from "./pull-source.js";
 import { callGuarded, reportSettled, type LoopSettings, type ReceivedAt } from "./run-options.js";
+import { SignalFanout } from "./signal-fanout.js";
 
 /** What a loop needs besides its options: the stages it feeds, given as arguments. */
 export interface LoopContext {
@@ -34,6 +35,8 @@ const FIRST_RETRY_DELAY_MS = 100;
 /** Runs batches until `settings.signal` aborts; rejects only when the connection is closed for good. */
 export async function runBatches(settings: LoopSettings, loop: LoopContext): Promise<void> {
   const signal = settings.signal;
+  // Each batch listens on a child of the loop's signal: one listener on it, whatever the concurrency.
+  const batches = new SignalFanout(signal);
   const inFlight = new Set<Promise<void>>();
   let held = 0;
   let failures = 0;
@@ -41,10 +44,12 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
   const start = (batch: JsMsg[], received: number[], batchSignal: AbortSignal | undefined): void => {
     held += batch.length;
     const receivedAt: ReceivedAt = (m, i) => (batch[i] === m ? received[i] : undefined);
+    const child = batchSignal === signal ? batches.child() : undefined;
     const p = loop
-      .process(batch, receivedAt, batchSignal)
+      .process(batch, receivedAt, child?.signal ?? batchSignal)
       .then((result) => reportSettled(settings, result))
       .finally(() => {
+        child?.release();
         held -= batch.length;
         inFlight.delete(p);
         const f = freed;

@@ -128,6 +128,9 @@ export interface LoopSettings {
   readonly onSettled: ((result: BatchResult) => void) | undefined;
   readonly onError: ((error: unknown, context: RunErrorContext) => void) | undefined;
   readonly pull: PullOptions | undefined;
+  /** The most messages the loop holds at once, and how that number comes about. */
+  readonly capacity: number;
+  readonly capacityRule: string;
 }
 
 const RUN_KEYS = ["batchSize", "expiresMs", "concurrency", "signal", "onBatch", "onError", "pull"] as const;
@@ -138,11 +141,14 @@ const PULL_KEYS = ["group", "min_pending", "min_ack_pending", "priority"] as con
 export function validateRunOptions(options: unknown): LoopSettings {
   const o = readOptionKeys("run options", options, RUN_KEYS) as RunOptions;
   const concurrency = integer("concurrency", o.concurrency, 1, 1, 256);
+  const batchSize = integer("batchSize", o.batchSize, 100, 1, 10_000);
   return {
     ...common("run", o),
-    batchSize: integer("batchSize", o.batchSize, 100, 1, 10_000),
+    batchSize,
     concurrency,
     onSettled: callback("run", "onBatch", o.onBatch),
+    capacity: concurrency * batchSize,
+    capacityRule: "concurrency × batchSize",
   };
 }
 
@@ -150,11 +156,15 @@ export function validateRunOptions(options: unknown): LoopSettings {
 export function validateRunEachOptions(options: unknown): LoopSettings {
   const o = readOptionKeys("runEach options", options, RUN_EACH_KEYS) as RunEachOptions;
   const concurrency = integer("concurrency", o.concurrency, 1, 1, 256);
+  const batchSize = integer("batchSize", o.batchSize, concurrency, 1, 10_000);
   return {
     ...common("runEach", o),
-    batchSize: integer("batchSize", o.batchSize, concurrency, 1, 10_000),
+    batchSize,
     concurrency,
     onSettled: callback("runEach", "onResult", o.onResult),
+    // Running handlers plus one pull's worth waiting for a handler.
+    capacity: concurrency + batchSize,
+    capacityRule: "concurrency + batchSize",
   };
 }
 

@@ -2,7 +2,7 @@
  * The diagnostics events of heartbeat supervision: a round sent or failed, the limit reached,
  * a lease lost.
  */
-import { DiagnosticsChannels, publishEvent, type BatchEventBase } from "../telemetry/diagnostics.js";
+import { DiagnosticsChannels, hasSubscribers, publishEvent, type BatchEventBase } from "../telemetry/diagnostics.js";
 
 /**
  * Published on {@link DiagnosticsChannels.HEARTBEAT_SENT}.
@@ -89,4 +89,9 @@ const LEASE_CHANNELS = {
 /** Publishes one supervision event when someone subscribes. */
 export function publishLeaseEvent<K extends keyof LeaseEventOf>(kind: K, build: () => LeaseEventOf[K]): void {
   publishEvent(LEASE_CHANNELS[kind], build);
+}
+
+/** Whether anyone listens to a supervision event (spares building its payload's closure). */
+export function wantsLeaseEvent(kind: keyof LeaseEventOf): boolean {
+  return hasSubscribers(LEASE_CHANNELS[kind]);
 }

@@ -61,8 +61,14 @@ export interface SchedulerEntry {
 
 type Entry = SchedulerEntry;
 
-// Timers can fire up to a millisecond early against performance.now(); treat those as due.
-const EARLY_TOLERANCE_MS = 1;
+/**
+ * A tick also runs the tasks due within this many milliseconds: heartbeats that fall close
+ * together (messages that arrived together) go out in one tick, and so in one socket write,
+ * instead of one tick each. It also covers timers firing a little early against
+ * `performance.now()`. A task run early decides for itself what is due (a lease is never
+ * declared lost before its deadline).
+ */
+export const COALESCE_MS = 20;
 
 export class Scheduler {
   readonly #clock: Clock;
@@ -104,7 +110,11 @@ export class Scheduler {
       if (due < before) this.#up(existing.index);
       else this.#down(existing.index);
     } else {
-      const entry: Entry = { owner: this, task, due, index: this.#heap.length };
+      // A task rescheduled after it ran keeps its entry: no allocation per beat.
+      const kept = task.schedulerEntry;
+      const entry: Entry = kept !== undefined && kept.owner === this ? kept : { owner: this, task, due, index: 0 };
+      entry.due = due;
+      entry.index = this.#heap.length;
       this.#heap.push(entry);
       task.schedulerEntry = entry;
       this.#up(entry.index);
@@ -116,11 +126,13 @@ export class Scheduler {
   cancel(task: ScheduledTask): void {
     const entry = this.#entryOf(task);
     if (!entry) return;
-    task.schedulerEntry = undefined;
+    // Out of the heap, but kept on the task for its next schedule.
+    const index = entry.index;
+    entry.index = -1;
     const last = this.#heap.pop();
     if (last && last !== entry) {
-      this.#heap[entry.index] = last;
-      last.index = entry.index;
+      this.#heap[index] = last;
+      last.index = index;
       this.#up(last.index);
       this.#down(last.index);
     }
@@ -134,7 +146,7 @@ export class Scheduler {
 
   #entryOf(task: ScheduledTask): Entry | undefined {
     const entry = task.schedulerEntry;
-    return entry !== undefined && entry.owner === this ? entry : undefined;
+    return entry !== undefined && entry.owner === this && entry.index >= 0 ? entry : undefined;
   }
 
   #arm(now?: number): void {
@@ -169,7 +181,7 @@ export class Scheduler {
       // Take every due task first, then run them: a task that reschedules itself "now" runs
       // on the next tick instead of spinning this loop.
       const due: Entry[] = [];
-      for (let first = this.#heap[0]; first && first.due <= now + EARLY_TOLERANCE_MS; first = this.#heap[0]) {
+      for (let first = this.#heap[0]; first && first.due <= now + COALESCE_MS; first = this.#heap[0]) {
         this.cancel(first.task);
         due.push(first);
       }

@@ -13,10 +13,10 @@ import type { MetricsRecorder } from "../telemetry/metrics-recorder.js";
 import type { MetricsSink } from "../telemetry/metrics-sink.js";
 import type { TraceRecorder } from "../telemetry/tracing.js";
 import { sendConfirmedRound, sendRound, type ClosableConnection, type RequestConnection, type RoundResult } from "./heartbeat-round.js";
-import { publishLeaseEvent } from "./lease-events.js";
+import { publishLeaseEvent, wantsLeaseEvent } from "./lease-events.js";
 import { LeaseTracker } from "./lease-tracker.js";
 import { epochMs, isEpochMs } from "./received-at.js";
-import type { Scheduler, ScheduledTask, SchedulerEntry } from "./scheduler.js";
+import { COALESCE_MS, type Scheduler, type ScheduledTask, type SchedulerEntry } from "./scheduler.js";
 import type { Lease, WithInProgressOptions } from "./work-context.js";
 import type { SupervisionHandle, WorkRun } from "./work-run.js";
 
@@ -175,7 +175,8 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
         this.#expire(now);
         return;
       }
-    } else if (this.#beating && this.#nextBeat !== undefined && now + 1 >= this.#nextBeat) {
+    } else if (this.#beating && this.#nextBeat !== undefined && now + COALESCE_MS >= this.#nextBeat) {
+      // Up to COALESCE_MS early: beats that fall close together leave in one tick.
       if (this.#opts.requireProgress && !this.#progressed) {
         this.#metrics.count(MetricNames.IN_PROGRESS_BEATS_SKIPPED_TOTAL);
         this.#waitingForProgress = true;
@@ -223,7 +224,8 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
     if (result.failed === 0) {
       this.#metrics.count(MetricNames.IN_PROGRESS_SUCCESSES_TOTAL);
       this.#trace.heartbeat(beat, 0);
-      publishLeaseEvent("heartbeatSent", () => ({
+      // The payload's closure is built only when someone listens: this runs once per beat.
+      if (wantsLeaseEvent("heartbeatSent")) publishLeaseEvent("heartbeatSent", () => ({
         batchId: this.#batchId,
         batchSize: this.#msgs.length,
         beat,

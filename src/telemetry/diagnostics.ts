@@ -75,6 +75,15 @@ export function publishEvent(channel: DiagnosticsChannel, build: () => object): 
   }
 }
 
+/**
+ * Whether a channel has a subscriber.
+ *
+ * @internal
+ */
+export function hasSubscribers(channel: DiagnosticsChannel): boolean {
+  return channels.get(channel)?.hasSubscribers === true;
+}
+
 let lastBatchId = 0;
 
 /**

@@ -12,7 +12,7 @@ import {
   verifyInProgressPolicy,
   type BatchSettledEvent,
 } from "../../../src/index.js";
-import { fakeMsg, type FakeMsg } from "../../helpers/fakes.js";
+import { deferred, fakeMsg, type FakeMsg } from "../../helpers/fakes.js";
 
 const throwing = (err: unknown) => () => {
   throw err;
@@ -356,5 +356,34 @@ describe("CommitThenAck: getters and early aborts (JavaScript callers)", () => {
     expect(write).not.toHaveBeenCalled();
     // The last delivery: nothing would bring it back, so it is reported exhausted.
     expect(result).toMatchObject({ outcome: "cancelled", exhausted: 1 });
+  });
+});
+
+describe("CommitThenAck: one listener on the host's signal", () => {
+  it("forty concurrent batches on one instance signal add one listener, and no MaxListenersExceededWarning", async () => {
+    const warnings: Error[] = [];
+    const onWarning = (w: Error): void => void warnings.push(w);
+    process.on("warning", onWarning);
+    try {
+      const shutdown = new AbortController();
+      let added = 0;
+      const original = shutdown.signal.addEventListener.bind(shutdown.signal);
+      shutdown.signal.addEventListener = ((...args: Parameters<AbortSignal["addEventListener"]>) => {
+        added += 1;
+        original(...args);
+      }) as AbortSignal["addEventListener"];
+      const ack = new CommitThenAck({ signal: shutdown.signal, inProgress: verifyInProgressPolicy({ enabled: true, intervalMs: 1000 }, { ackWaitMs: 30_000, source: "configured" }) });
+      const gate = deferred();
+      const all = Array.from({ length: 40 }, () => ack.process([fakeMsg()], () => gate.promise));
+      await new Promise((r) => setTimeout(r, 10));
+      gate.resolve();
+      const results = await Promise.all(all);
+      expect(results.every((r) => r.outcome === "acked")).toBe(true);
+      expect(added).toBe(1);
+      await new Promise((r) => setImmediate(r));
+      expect(warnings.filter((w) => w.name === "MaxListenersExceededWarning")).toEqual([]);
+    } finally {
+      process.off("warning", onWarning);
+    }
   });
 });
