@@ -55,6 +55,8 @@ export interface BenchConfig {
     readonly periods: number;
     readonly rounds: number;
   };
+  /** Item 11: a batch with tracing on against the same batch with it off. */
+  readonly tracing: { readonly batchSize: number; readonly writeMs: number; readonly batches: number; readonly rounds: number };
 }
 
 export const FULL: BenchConfig = {
@@ -68,6 +70,7 @@ export const FULL: BenchConfig = {
   runEach: { handlerMs: 10, concurrency: 32, messages: 6400, expiresMs: 1000, rounds: 7 },
   idle: { loops: 64, windowMs: 3000, batchSize: 100, expiresMs: 1000, rounds: 9 },
   inFlight: { messages: 1000, concurrency: 32, ackWaitMs: 2000, intervalMs: 1000, periods: 5, rounds: 7 },
+  tracing: { batchSize: 100, writeMs: 1, batches: 300, rounds: 9 },
 };
 
 export const SMOKE: BenchConfig = {
@@ -81,4 +84,5 @@ export const SMOKE: BenchConfig = {
   runEach: { handlerMs: 10, concurrency: 32, messages: 1280, expiresMs: 1000, rounds: 1 },
   idle: { loops: 64, windowMs: 1000, batchSize: 100, expiresMs: 1000, rounds: 1 },
   inFlight: { messages: 1000, concurrency: 32, ackWaitMs: 1000, intervalMs: 500, periods: 2, rounds: 1 },
+  tracing: { batchSize: 100, writeMs: 1, batches: 50, rounds: 1 },
 };

@@ -24,6 +24,7 @@ import { idle } from "./rows/idle.js";
 import { inFlight } from "./rows/in-flight.js";
 import { runEachLoop } from "./rows/run-each.js";
 import { scaling } from "./rows/scaling.js";
+import { tracingCost } from "./rows/tracing.js";
 import type { Bench } from "./context.js";
 import { renderTable } from "./table.js";
 
@@ -43,6 +44,7 @@ const ROWS: readonly Row[] = [
   { items: [8], title: "runEach against a hand-written consume() loop", run: runEachLoop },
   { items: [9], title: "idle: loops with nothing to fetch, process CPU", run: idle },
   { items: [10], title: "heartbeats in flight: 1,000 messages across 32 handlers", run: inFlight },
+  { items: [11], title: "traces: a batch with tracing on against the same with it off", run: tracingCost },
 ];
 
 function parseArgs(argv: readonly string[]): { config: BenchConfig; only: Set<number> | undefined; out: string; bin: string } {
