@@ -55,7 +55,8 @@ export type Decision =
   | { readonly frame: "dead_letter"; readonly final: boolean }
   | { readonly frame: "none"; readonly reason: NoFrameReason };
 
-const ACK: Decision = Object.freeze({ frame: "ack" });
+/** The frame of a committed message on an open connection. */
+export const ACK: Decision = Object.freeze({ frame: "ack" });
 const NAK: Decision = Object.freeze({ frame: "nak" });
 const TERM: Decision = Object.freeze({ frame: "term" });
 const DEAD_LETTER: Decision = Object.freeze({ frame: "dead_letter", final: false });

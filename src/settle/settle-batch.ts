@@ -9,7 +9,7 @@ import { deliveryCount } from "../nats/message-access.js";
 import { MetricNames } from "../telemetry/metric-names.js";
 import type { MetricsRecorder } from "../telemetry/metrics-recorder.js";
 import type { BatchResult, MessageResult } from "./batch-result.js";
-import { decide, type Verdict } from "./decide.js";
+import { ACK, decide, type Verdict } from "./decide.js";
 import type { SettleBudget } from "./settle-budget.js";
 import { publishBatchSettled } from "./settle-events.js";
 import type { Settler } from "./settler.js";
@@ -62,7 +62,15 @@ export async function settleBatch(list: readonly JsMsg[], outcome: WriteOutcome,
   const { cancelled, leaseLost } = outcome;
   const scope = { budget: context.budget, leaseDeadline: outcome.leaseDeadline, batchId: context.batchId, batchSize: list.length, leaseLost };
   let pending = false;
+  // The common case, every message committed on an open connection: the table says ACK for
+  // each, so it is not asked per message.
+  const allCommitted = outcome.ok && failures!.size === 0 && !connectionClosed;
   const settling = list.map((m): Promise<MessageResult> | MessageResult => {
+    if (allCommitted) {
+      const r = settler.apply(m, ACK, undefined, scope);
+      if (r instanceof Promise) pending = true;
+      return r;
+    }
     const failed = !outcome.ok || failures!.has(m);
     const error = !outcome.ok ? outcome.error : failed ? failures!.get(m) : undefined;
     const verdict: Verdict = !failed ? "committed" : error instanceof PermanentSinkError ? "permanent" : "temporary";
