@@ -1,6 +1,6 @@
 /**
  * `jetstream-inprogress/opentelemetry`: a {@link MetricsSink} backed by the OpenTelemetry
- * metrics API and a {@link Tracing} backed by its tracing API (`@opentelemetry/api`, an
+ * metrics API and a `Tracing` hook backed by its tracing API (`@opentelemetry/api`, an
  * optional peer dependency). Like any instrumented library it depends on the API only; the
  * host application chooses and starts the SDK.
  *
