@@ -9,6 +9,7 @@
  *   waits out the priority timeout). The client prefetches up to the loop's capacity.
  */
 import type { Consumer, JsMsg } from "@nats-io/jetstream";
+import { endPull } from "../nats/pull-subscription.js";
 import type { PullOptions } from "./run-options.js";
 
 /** One pull's limits. */
@@ -35,9 +36,11 @@ export interface PullSource {
 /** Fetch-based pulls. */
 export function fetchSource(consumer: Pick<Consumer, "fetch">, expiresMs: number, pull: PullOptions | undefined): PullSource {
   // One abort listener for the loop's life, not one per pull (an idle loop pulls every second).
-  let current: { stop?: () => unknown } | undefined;
+  let current: unknown;
   let watched: AbortSignal | undefined;
-  const stopCurrent = (): void => void current?.stop?.();
+  const stopCurrent = (): void => {
+    if (current !== undefined) endPull(current);
+  };
   const watch = (signal: AbortSignal | undefined): void => {
     if (signal === watched) return;
     watched?.removeEventListener("abort", stopCurrent);
@@ -47,9 +50,9 @@ export function fetchSource(consumer: Pick<Consumer, "fetch">, expiresMs: number
   return {
     async pull(request, take) {
       const iter = await consumer.fetch({ max_messages: request.max, expires: expiresMs, ...(pull as object) } as Parameters<Consumer["fetch"]>[0]);
-      const stop = (): void => void (iter as { stop?: () => unknown }).stop?.();
+      const stop = (): void => endPull(iter);
       const signal = request.signal;
-      current = iter as { stop?: () => unknown };
+      current = iter;
       watch(signal);
       // Aborted while the pull request went out: do not wait for its expiry.
       if (signal?.aborted) stop();
@@ -86,13 +89,13 @@ export function consumeSource(consumer: Pick<Consumer, "consume">, expiresMs: nu
     wake = undefined;
     w?.();
   };
-  let iterator: { stop?: () => unknown } | undefined;
+  let iterator: unknown;
   let closing = false;
   const read = (): Promise<void> =>
     (async () => {
       const iter = await consumer.consume({ max_messages: capacity, expires: expiresMs, ...(pull as object) } as Parameters<Consumer["consume"]>[0]);
-      iterator = iter as { stop?: () => unknown };
-      if (closing) void iterator.stop?.();
+      iterator = iter;
+      if (closing) endPull(iter);
       for await (const m of iter) {
         queue.push({ m, at: Date.now() });
         notify();
@@ -152,7 +155,7 @@ export function consumeSource(consumer: Pick<Consumer, "consume">, expiresMs: nu
     },
     async close() {
       closing = true;
-      void iterator?.stop?.();
+      if (iterator !== undefined) endPull(iterator);
       // Stopping yields what the client had buffered; the reader moves it into the queue.
       await reading;
       return queue.splice(0);

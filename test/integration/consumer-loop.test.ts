@@ -101,6 +101,33 @@ describe("consumer loops on a real nats-server", () => {
     expect((await consumerInfo(f)).num_ack_pending).toBe(2);
   });
 
+  it("pulls stopped while messages stream in (partial batches, then a shutdown): everything the server delivered is written and acked, none left hanging", async () => {
+    for (let round = 0; round < 3; round++) {
+      const f = await createFixture(fx.nc, { ackWaitMs: 30_000 });
+      // Heartbeats every 50 ms: a partial batch starts 50 ms after its first message, so pulls
+      // are cut short again and again while the messages keep coming.
+      const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, { inProgress: { enabled: true, intervalMs: 50, maxHeartbeats: 100 } });
+      const shutdown = new AbortController();
+      let written = 0;
+      const running = ack.run(await f.js.consumers.get(f.stream, f.consumer), (msgs) => {
+        written += msgs.length;
+        if (written >= 2000) shutdown.abort();
+      }, { batchSize: 1000, expiresMs: 5000, signal: shutdown.signal });
+      // Publish without waiting for each ack, so messages keep arriving while the loop stops.
+      const publishing = Promise.all(Array.from({ length: 3000 }, (_, i) => f.js.publish(f.subject, `m-${i}`)));
+      await running;
+      await publishing;
+      await fx.nc.flush();
+      // A message the server delivered into the pull as it was stopped would stay unacked (for
+      // the 30 s AckWait); the ACKs of what was written land within moments.
+      const info = await eventually(async () => {
+        const i = await consumerInfo(f);
+        return i.num_ack_pending === 0 ? i : undefined;
+      }, `round ${round}: nothing left unacked`, 5000);
+      expect(info.delivered.consumer_seq).toBe(written);
+    }
+  });
+
   it("a trickle into a long pull (AckWait 2 s, expiresMs 6000): no message waits for its batch until redelivered", async () => {
     const f = await createFixture(fx.nc, { ackWaitMs: 2000 });
     const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, { inProgress: { enabled: true, intervalMs: 1000, maxHeartbeats: 20 } });
