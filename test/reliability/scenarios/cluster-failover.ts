@@ -51,8 +51,12 @@ export interface ClusterFailoverResult {
   readonly faults: readonly FaultRecord[];
 }
 
-/** Slack on "no redelivery later than AckWait after the new leader answered": polling and pull latency. */
-const TAKEOVER_SLACK_MS = 1500;
+/**
+ * Slack on "no redelivery later than AckWait after the new leader answered": polling, pull
+ * latency, and the new leader's replicated state catching up under load (seen: 1.6 s past
+ * AckWait with three test files at a time on two cores).
+ */
+const TAKEOVER_SLACK_MS = 3000;
 
 export async function clusterFailoverScenario(cluster: NatsCluster, o: ClusterFailoverOptions): Promise<ClusterFailoverResult> {
   const name = `cluster ${o.fault} x${o.faults}`;
