@@ -4,6 +4,7 @@
  *
  * | facts | frame |
  * | --- | --- |
+ * | connection closed, failed on the last allowed delivery | none (`exhausted_connection_closed`) |
  * | connection closed | none (`connection_closed`) |
  * | committed | `+ACK` (also after a lost lease: the commit happened) |
  * | failed on the last allowed delivery | dead-letter (final), else `+TERM` for a permanent failure, else none (`exhausted`) |
@@ -44,7 +45,7 @@ export interface SettleRules {
 }
 
 /** Why a message gets no frame. */
-export type NoFrameReason = "connection_closed" | "cancelled" | "lease_lost" | "leave" | "exhausted";
+export type NoFrameReason = "connection_closed" | "cancelled" | "lease_lost" | "leave" | "exhausted" | "exhausted_connection_closed";
 
 /** The frame one message gets. */
 export type Decision =
@@ -67,6 +68,7 @@ const NONE: Readonly<Record<NoFrameReason, Decision>> = Object.freeze({
   lease_lost: Object.freeze({ frame: "none", reason: "lease_lost" }),
   leave: Object.freeze({ frame: "none", reason: "leave" }),
   exhausted: Object.freeze({ frame: "none", reason: "exhausted" }),
+  exhausted_connection_closed: Object.freeze({ frame: "none", reason: "exhausted_connection_closed" }),
 });
 
 /**
@@ -79,10 +81,15 @@ export function isLastDelivery(n: number | undefined, maxDeliver: number | undef
 
 /** The frame for one message (see the module table). */
 export function decide(facts: SettleFacts, rules: SettleRules): Decision {
-  if (facts.connectionClosed) return NONE.connection_closed;
+  const last = isLastDelivery(facts.deliveryCount, facts.maxDeliver);
+  if (facts.connectionClosed) {
+    // No frame and no copy can leave; on the last delivery the server never sends it again,
+    // so calling it "left for redelivery" would hide a loss.
+    return facts.verdict !== "committed" && last ? NONE.exhausted_connection_closed : NONE.connection_closed;
+  }
   if (facts.verdict === "committed") return ACK;
   // Nothing sent (or a NAK) on the last delivery would be a loss: only a copy keeps it.
-  if (isLastDelivery(facts.deliveryCount, facts.maxDeliver)) {
+  if (last) {
     if (rules.deadLetter) return DEAD_LETTER_FINAL;
     return facts.verdict === "permanent" && !facts.cancelled && !facts.leaseLost ? TERM : NONE.exhausted;
   }

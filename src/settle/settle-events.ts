@@ -61,8 +61,12 @@ export interface MessageExhaustedEvent extends BatchEventBase {
   readonly deliveryCount: number;
   /** The consumer's MaxDeliver. */
   readonly maxDeliver: number;
-  /** `no_dead_letter_target`: none is configured; `dead_letter_failed`: the copy was not confirmed. */
-  readonly reason: "no_dead_letter_target" | "dead_letter_failed";
+  /**
+   * `no_dead_letter_target`: none is configured; `dead_letter_failed`: the copy was not
+   * confirmed; `connection_closed`: the connection was closed before the message could be
+   * settled, so neither a copy nor a frame could be sent.
+   */
+  readonly reason: "no_dead_letter_target" | "dead_letter_failed" | "connection_closed";
   /** The class name of the write's error (or of the dead-letter failure), never its message. */
   readonly errorName: string;
 }

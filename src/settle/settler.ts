@@ -15,7 +15,7 @@ import { ackConfirmed, nakWithDelay, termWithReason, type ConfirmAckOptions } fr
 import { ackWhenConnected } from "./held-acks.js";
 import { defaultNakDelayMs } from "./retry-delay.js";
 import type { SettleBudget } from "./settle-budget.js";
-import { publishMessageExhausted } from "./settle-events.js";
+import { publishMessageExhausted, type MessageExhaustedEvent } from "./settle-events.js";
 
 /** How an instance settles: the parts of its options that decide and send the frames. */
 export interface SettleConfig {
@@ -95,6 +95,7 @@ export class Settler {
         return this.#deadLetter(m, error, decision.final, scope);
       case "none":
         if (decision.reason === "exhausted") return this.#exhausted(m, error, "no_dead_letter_target", scope, undefined);
+        if (decision.reason === "exhausted_connection_closed") return this.#exhausted(m, error, "connection_closed", scope, new ConnectionClosedError());
         if (decision.reason === "connection_closed") return withError({ msg: m, action: "left", settleError: new ConnectionClosedError() }, error);
         return withError({ msg: m, action: "left" }, error);
     }
@@ -188,7 +189,7 @@ export class Settler {
   #exhausted(
     m: JsMsg,
     error: unknown,
-    reason: "no_dead_letter_target" | "dead_letter_failed",
+    reason: MessageExhaustedEvent["reason"],
     scope: SettleScope,
     settleError: unknown,
   ): MessageResult {

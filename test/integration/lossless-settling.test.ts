@@ -336,4 +336,40 @@ describe("lossless settling on a real nats-server", () => {
     expect(performance.now() - started).toBeLessThan(2500);
     expect(r.messages[0]).toMatchObject({ action: "acked", confirmed: false });
   });
+
+  it("18. the connection closes during a write that fails on the last allowed delivery: reported exhausted (not left), as the server then drops it", async () => {
+    const worker = await fx.srv.connect();
+    const f = await createFixture(worker, { ackWaitMs: 1000, maxDeliver: 1 });
+    // The same consumer seen from a connection that stays open.
+    const observer = { ...f, nc: fx.nc, js: jetstream(fx.nc), jsm: await jetstreamManager(fx.nc) };
+    const advisories: number[] = [];
+    const sub = fx.spyConn.subscribe(`$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${f.stream}.${f.consumer}`, {
+      callback: (err, msg) => {
+        if (!err) advisories.push(msg.json<{ stream_seq: number }>().stream_seq);
+      },
+    });
+    await fx.spyConn.flush();
+    const metrics = new InMemoryMetrics();
+    const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, { metrics });
+    const log = new EventLog();
+    try {
+      const [seq] = await publish(f, 1);
+      const r = await ack.process(await fetchBatch(f, 1), async () => {
+        await worker.close();
+        throw new TemporarySinkError("database down");
+      });
+      expect(r).toMatchObject({ outcome: "exhausted", exhausted: 1, left: 0 });
+      expect((r.messages[0]?.settleError as Error).name).toBe("ConnectionClosedError");
+      expect(log.of(DiagnosticsChannels.MESSAGE_EXHAUSTED)).toMatchObject([{ deliveryCount: 1, maxDeliver: 1, reason: "connection_closed", errorName: "ConnectionClosedError" }]);
+      expect(metrics.snapshot().counters[MetricNames.MESSAGES_EXHAUSTED_TOTAL]).toBe(1);
+      // The server agrees: past AckWait nothing comes back, and it says MAX_DELIVERIES.
+      expect(await fetchBatch(observer, 1, 3000)).toEqual([]);
+      await eventually(() => advisories.length === 1, "the MAX_DELIVERIES advisory", 5000);
+      expect(advisories).toEqual([seq]);
+    } finally {
+      log.dispose();
+      sub.unsubscribe();
+      if (!worker.isClosed()) await worker.close();
+    }
+  });
 });

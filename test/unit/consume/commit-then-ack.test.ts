@@ -234,6 +234,20 @@ describe("CommitThenAck.process classification (fakes)", () => {
     expect((result.messages[0]?.settleError as Error).name).toBe("ConnectionClosedError");
   });
 
+  it("a closed connection on the last allowed delivery: a failed message is exhausted, not left", async () => {
+    const failed = fakeMsg({ deliveryCount: 3 });
+    const committed = fakeMsg({ deliveryCount: 3 });
+    const metrics = new InMemoryMetrics();
+    const result = await new CommitThenAck({ connection: { isClosed: () => true } as never, maxDeliver: 3, metrics }).process(
+      [failed, committed],
+      async () => ({ failed: [{ msg: failed, error: new TemporarySinkError("down") }] }),
+    );
+    expect(result.messages.map((m) => m.action)).toEqual(["exhausted", "left"]);
+    expect(result).toMatchObject({ outcome: "partial", exhausted: 1, left: 1 });
+    expect((result.messages[0]?.settleError as Error).name).toBe("ConnectionClosedError");
+    expect(metrics.snapshot().counters[MetricNames.MESSAGES_EXHAUSTED_TOTAL]).toBe(1);
+  });
+
   it("confirmed ACK: a timed-out ackAck is retried as a request on the reply subject", async () => {
     const m = fakeMsg();
     m.ackAck = async () => {

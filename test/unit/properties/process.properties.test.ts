@@ -508,9 +508,10 @@ function expectations(s: Scenario, o: Observed, world: World): { msgs: Expect[];
       };
       const frame = (action: "nacked" | "termed", throws: boolean): Expect =>
         throws ? { ...base, actions: one("left"), settleError: Error } : { ...base, actions: one(action), settleError: false };
-      if (closed) return { ...base, actions: one("left"), settleError: ConnectionClosedError };
+      const lastDelivery = maxDeliver !== undefined && maxDeliver > 0 && m.dc >= maxDeliver;
+      if (closed) return { ...base, actions: one(failed && lastDelivery ? "exhausted" : "left"), settleError: ConnectionClosedError };
       if (!failed) return ack("acked");
-      if (maxDeliver !== undefined && maxDeliver > 0 && m.dc >= maxDeliver) {
+      if (lastDelivery) {
         if (dl !== undefined) return deadLetter(true);
         if (permanent && !cancelled && !leaseLost) return m.termThrows ? { ...base, actions: one("exhausted"), settleError: Error } : frame("termed", false);
         return { ...base, actions: one("exhausted"), settleError: false };
@@ -652,7 +653,7 @@ function verify(s: Scenario, o: Observed): void {
       }
     }
     // Nothing lost on the last delivery: a failed message that got no frame and no copy is exhausted.
-    if (last && !matched.msgs[i]!.committed && frame === undefined && (copy === undefined || copy === STREAM) && s.connection?.closed !== true) {
+    if (last && !matched.msgs[i]!.committed && frame === undefined && (copy === undefined || copy === STREAM)) {
       check(res.action === "exhausted", "no frame on the last allowed delivery is reported as exhausted", d);
     }
   }
