@@ -118,3 +118,27 @@ export async function waitAllAcked(s: BenchStream, name: string, n: number): Pro
     await sleep(50);
   }
 }
+
+/**
+ * Runs one arm of a loop row on a fresh consumer of `s` (AckWait `ackWaitMs`), then checks that
+ * every one of the `n` messages was acknowledged once, with no redelivery; a failed check goes
+ * to `problems`.
+ */
+export async function armOnFreshConsumer(
+  s: BenchStream,
+  n: number,
+  ackWaitMs: number,
+  problems: string[],
+  body: (consumer: Consumer) => Promise<number>,
+): Promise<number> {
+  const { name, consumer } = await addConsumer(s, { ackWaitMs, maxAckPending: 10_000 });
+  const rate = await body(consumer);
+  try {
+    const counts = await waitAllAcked(s, name, n);
+    if (counts.delivered !== n || counts.redelivered !== 0) problems.push(`an arm ended with ${JSON.stringify(counts)}`);
+  } catch (err) {
+    problems.push(err instanceof Error ? err.message : String(err));
+  }
+  await s.jsm.consumers.delete(s.stream, name);
+  return rate;
+}

@@ -14,7 +14,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { CommitThenAck } from "../../src/index.js";
 import type { Bench } from "../context.js";
 import { figure, goals, withProblems, type Figure } from "../figure.js";
-import { addConsumer, createStream, waitAllAcked, type BenchStream } from "../jetstream.js";
+import { armOnFreshConsumer, createStream, type BenchStream } from "../jetstream.js";
 import { interleave, medians, nowNs, sleep } from "../measure.js";
 
 const ACK_WAIT_MS = 30_000;
@@ -71,18 +71,9 @@ async function handWritten(consumer: Consumer, nc: NatsConnection, shape: Shape,
   return shape.n / ((nowNs() - t0) / 1e9);
 }
 
-/** Runs one arm on a fresh consumer of `s`, then checks that every message was acknowledged once. */
-async function arm(s: BenchStream, n: number, problems: string[], body: (consumer: Consumer) => Promise<number>): Promise<number> {
-  const { name, consumer } = await addConsumer(s, { ackWaitMs: ACK_WAIT_MS, maxAckPending: 10_000 });
-  const rate = await body(consumer);
-  try {
-    const counts = await waitAllAcked(s, name, n);
-    if (counts.delivered !== n || counts.redelivered !== 0) problems.push(`an arm ended with ${JSON.stringify(counts)}`);
-  } catch (err) {
-    problems.push(err instanceof Error ? err.message : String(err));
-  }
-  await s.jsm.consumers.delete(s.stream, name);
-  return rate;
+/** One arm on a fresh consumer, every message checked acknowledged once. */
+function arm(s: BenchStream, n: number, problems: string[], body: (consumer: Consumer) => Promise<number>): Promise<number> {
+  return armOnFreshConsumer(s, n, ACK_WAIT_MS, problems, body);
 }
 
 export async function concurrencyScaling(bench: Bench): Promise<Figure[]> {

@@ -7,10 +7,13 @@
 import fc from "fast-check";
 import { vi } from "vitest";
 import {
+  PermanentSinkError,
+  TemporarySinkError,
   verifyInProgressPolicy,
   type DisabledInProgressPolicy,
   type MetricsSink,
   type VerifiedInProgressPolicy,
+  type WorkContext,
 } from "../../../src/index.js";
 import { fakeMsg, type FakeMsg } from "../../helpers/fakes.js";
 
@@ -314,6 +317,118 @@ export function buildSink(kind: SinkKind, memory: MetricsSink): MetricsSink | un
 
 export type ErrorKind = "temporary" | "permanent" | "plain" | "string" | "undefined";
 export const errorKindArb: fc.Arbitrary<ErrorKind> = fc.constantFrom("temporary", "permanent", "plain", "string", "undefined");
+
+/** The value thrown for an error kind. */
+export const errorOf = (kind: ErrorKind): unknown =>
+  kind === "temporary" ? new TemporarySinkError("busy") : kind === "permanent" ? new PermanentSinkError("poison") : kind === "plain" ? new Error("boom") : kind === "string" ? "a string" : undefined;
+
+// ---------------------------------------------------------------------------------------------
+// A scripted host: its abort and its work
+// ---------------------------------------------------------------------------------------------
+
+/** A host abort at this time after the call (`-1`: already aborted), with this reason. */
+export type AbortPlan = { readonly at: number; readonly reason: "error" | "string" | "default" } | undefined;
+
+/** The abort reason of a plan (`undefined`: the platform's default). */
+export const abortReasonOf = (abort: AbortPlan): unknown =>
+  abort?.reason === "error" ? new Error("shutdown") : abort?.reason === "string" ? "stop" : undefined;
+
+/** How a scripted work settles. */
+export interface WorkScript {
+  readonly kind: "resolve" | "reject" | "hang" | "sync-return" | "sync-throw";
+  /** For `resolve` and `reject`: after this long. */
+  readonly durationMs: number;
+  readonly error: ErrorKind;
+  /** For `hang`: how long after ctx.signal aborts the work settles (`null`: never), and how. */
+  readonly reactMs: number | null;
+  readonly reactResolves: boolean;
+}
+
+/** What a scripted host and work saw, filled in as they run. */
+export interface WorkTrace {
+  ctx: WorkContext | undefined;
+  signalAbortedAt: number | undefined;
+  signalReason: unknown;
+  hostAbortedAt: number | undefined;
+  workSettledAt: number | undefined;
+  workOk: boolean | undefined;
+  workValue: unknown;
+}
+
+/** A trace with nothing seen yet. */
+export const emptyWorkTrace = (): WorkTrace => ({
+  ctx: undefined,
+  signalAbortedAt: undefined,
+  signalReason: undefined,
+  hostAbortedAt: undefined,
+  workSettledAt: undefined,
+  workOk: undefined,
+  workValue: undefined,
+});
+
+/** Aborts `host` as planned (at once for `at: -1`, else on a timer), logging and tracing it. */
+export function abortAsPlanned(host: AbortController, abort: AbortPlan, log: EventLog, trace: WorkTrace): void {
+  const reason = abortReasonOf(abort);
+  if (abort?.at === -1) host.abort(reason);
+  else if (abort !== undefined) {
+    setTimeout(() => {
+      log.add("abort");
+      trace.hostAbortedAt = performance.now();
+      host.abort(reason);
+    }, abort.at);
+  }
+}
+
+/**
+ * Runs the scripted work under `ctx`: returns or throws synchronously, or settles after a
+ * time, or hangs until its signal aborts (and then settles after `reactMs`, or never).
+ * `value` builds what it resolves with; every settlement is logged and traced.
+ */
+export function runWorkScript(w: WorkScript, ctx: WorkContext, value: () => unknown, log: EventLog, trace: WorkTrace): unknown {
+  trace.ctx = ctx;
+  log.add("work-start");
+  ctx.signal.addEventListener(
+    "abort",
+    () => {
+      trace.signalAbortedAt = performance.now();
+      trace.signalReason = ctx.signal.reason;
+    },
+    { once: true },
+  );
+  const settleWork = (ok: boolean, v: unknown): void => {
+    log.add("work-settled", undefined, ok);
+    trace.workSettledAt = performance.now();
+    trace.workOk = ok;
+    trace.workValue = v;
+  };
+  if (w.kind === "sync-return") {
+    const v = value();
+    settleWork(true, v);
+    return v;
+  }
+  if (w.kind === "sync-throw") {
+    const e = errorOf(w.error);
+    settleWork(false, e);
+    throw e;
+  }
+  return new Promise((resolve, reject) => {
+    const finish = (ok: boolean, v: unknown): void => {
+      settleWork(ok, v);
+      if (ok) resolve(v);
+      else reject(v);
+    };
+    if (w.kind === "hang") {
+      const react = (): void => {
+        if (w.reactMs === null) return;
+        setTimeout(() => (w.reactResolves ? finish(true, value()) : finish(false, ctx.signal.reason)), w.reactMs);
+      };
+      if (ctx.signal.aborted) react();
+      else ctx.signal.addEventListener("abort", react, { once: true });
+    } else {
+      setTimeout(() => (w.kind === "resolve" ? finish(true, value()) : finish(false, errorOf(w.error))), w.durationMs);
+    }
+  });
+}
 
 /** Unhandled rejections seen while a suite runs. */
 export function watchUnhandled(): { readonly seen: unknown[]; stop(): void } {

@@ -43,41 +43,42 @@ import {
 } from "../../../src/index.js";
 import { fakeMsg, type FakeMsg } from "../../helpers/fakes.js";
 import {
-  EventLog,
-  STREAM,
+  abortAsPlanned,
   boundOf,
   buildPolicy,
   buildSink,
   check,
+  emptyWorkTrace,
+  errorOf,
   errorKindArb,
+  EventLog,
   loggedMsg,
   msgPlanArb,
   policySpecArb,
   rarely,
   runTimers,
+  runWorkScript,
   sinkKindArb,
   sleep,
+  STREAM,
   useVirtualTime,
   watchUnhandled,
+  type AbortPlan,
   type ErrorKind,
   type MsgPlan,
   type PolicySpec,
   type SinkKind,
+  type WorkScript,
 } from "./harness.js";
 
 type Entry = { readonly target: number; readonly error: ErrorKind } | { readonly target: "outside" | "nomsg" | "null" | "throwing-msg" | "msg-null"; readonly error: ErrorKind };
 type ReportShape = "entries" | "revoked" | "throwing-failed" | "failed-not-array" | "revoked-failed";
 type ValueKind = "undefined" | "driver" | "number" | "array" | "entry-array" | "string" | "report";
 
-interface WritePlan {
-  readonly kind: "resolve" | "reject" | "hang" | "sync-return" | "sync-throw";
-  readonly durationMs: number;
+interface WritePlan extends WorkScript {
   readonly value: ValueKind;
   readonly shape: ReportShape;
   readonly entries: readonly Entry[];
-  readonly error: ErrorKind;
-  readonly reactMs: number | null;
-  readonly reactResolves: boolean;
 }
 
 type DeadLetterKind = "ok" | "throws" | "nothing" | "source" | "flaky";
@@ -92,14 +93,11 @@ interface Scenario {
   readonly connection: { readonly closed: boolean; readonly version: string | undefined } | undefined;
   readonly sink: SinkKind;
   readonly signalOn: "instance" | "process";
-  readonly abort: { readonly at: number; readonly reason: "error" | "string" | "default" } | undefined;
+  readonly abort: AbortPlan;
   readonly receivedAgoMs: number | undefined;
   readonly msgs: readonly MsgPlan[];
   readonly write: WritePlan;
 }
-
-const errorOf = (kind: ErrorKind): unknown =>
-  kind === "temporary" ? new TemporarySinkError("busy") : kind === "permanent" ? new PermanentSinkError("poison") : kind === "plain" ? new Error("boom") : kind === "string" ? "a string" : undefined;
 
 const entryArb: fc.Arbitrary<Entry> = fc.oneof(
   { weight: 6, arbitrary: fc.record({ target: fc.nat(49), error: errorKindArb }) },
@@ -321,74 +319,17 @@ async function play(s: Scenario): Promise<Observed> {
   const sink = buildSink(s.sink, metrics);
   const confirmedStreams = new Map<number, string>();
   const host = new AbortController();
-  const reason = s.abort?.reason === "error" ? new Error("shutdown") : s.abort?.reason === "string" ? "stop" : undefined;
   const o = {
-    ctx: undefined as WorkContext | undefined,
+    ...emptyWorkTrace(),
     batchSeen: undefined as readonly unknown[] | undefined,
-    signalAbortedAt: undefined as number | undefined,
-    signalReason: undefined as unknown,
-    hostAbortedAt: undefined as number | undefined,
-    workSettledAt: undefined as number | undefined,
-    workOk: undefined as boolean | undefined,
-    workValue: undefined as unknown,
     result: undefined as BatchResult | undefined,
     rejected: undefined as { error: unknown } | undefined,
     resolvedAt: undefined as number | undefined,
   };
-  if (s.abort?.at === -1) host.abort(reason);
-  else if (s.abort !== undefined) {
-    setTimeout(() => {
-      log.add("abort");
-      o.hostAbortedAt = performance.now();
-      host.abort(reason);
-    }, s.abort.at);
-  }
-  const settleWork = (ok: boolean, v: unknown): void => {
-    log.add("work-settled", undefined, ok);
-    o.workSettledAt = performance.now();
-    o.workOk = ok;
-    o.workValue = v;
-  };
-  const w = s.write;
+  abortAsPlanned(host, s.abort, log, o);
   const write = (batch: readonly unknown[], ctx: WorkContext): Promise<never> => {
-    o.ctx = ctx;
     o.batchSeen = batch;
-    log.add("work-start");
-    ctx.signal.addEventListener(
-      "abort",
-      () => {
-        o.signalAbortedAt = performance.now();
-        o.signalReason = ctx.signal.reason;
-      },
-      { once: true },
-    );
-    if (w.kind === "sync-return") {
-      const v = buildValue(w, msgs);
-      settleWork(true, v);
-      return v as never;
-    }
-    if (w.kind === "sync-throw") {
-      const e = errorOf(w.error);
-      settleWork(false, e);
-      throw e;
-    }
-    return new Promise((resolve, reject) => {
-      const finish = (ok: boolean, v: unknown): void => {
-        settleWork(ok, v);
-        if (ok) resolve(v as never);
-        else reject(v);
-      };
-      if (w.kind === "hang") {
-        const react = (): void => {
-          if (w.reactMs === null) return;
-          setTimeout(() => (w.reactResolves ? finish(true, buildValue(w, msgs)) : finish(false, ctx.signal.reason)), w.reactMs);
-        };
-        if (ctx.signal.aborted) react();
-        else ctx.signal.addEventListener("abort", react, { once: true });
-      } else {
-        setTimeout(() => (w.kind === "resolve" ? finish(true, buildValue(w, msgs)) : finish(false, errorOf(w.error))), w.durationMs);
-      }
-    });
+    return runWorkScript(s.write, ctx, () => buildValue(s.write, msgs), log, o) as Promise<never>;
   };
   const options: CommitThenAckOptions = {
     inProgress: buildPolicy(s.policy),

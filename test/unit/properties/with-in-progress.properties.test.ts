@@ -21,44 +21,40 @@ import {
   InMemoryMetrics,
   LeaseExpiredError,
   MetricNames,
-  PermanentSinkError,
-  TemporarySinkError,
   withInProgress,
   type WorkContext,
 } from "../../../src/index.js";
 import {
-  EventLog,
+  abortAsPlanned,
   boundOf,
   buildPolicy,
   buildSink,
   check,
+  emptyWorkTrace,
   errorKindArb,
+  EventLog,
   loggedMsg,
   msgPlanArb,
   policySpecArb,
   rarely,
   runTimers,
+  runWorkScript,
   sinkKindArb,
   useVirtualTime,
   watchUnhandled,
   windowOf,
-  type ErrorKind,
+  type AbortPlan,
   type LogEvent,
   type MsgPlan,
   type PolicySpec,
   type SinkKind,
+  type WorkScript,
 } from "./harness.js";
 
 type ValueKind = "undefined" | "driver" | "number" | "array" | "report";
 
-interface WorkPlan {
-  readonly kind: "resolve" | "reject" | "hang" | "sync-return" | "sync-throw";
-  readonly durationMs: number;
+interface WorkPlan extends WorkScript {
   readonly value: ValueKind;
-  readonly error: ErrorKind;
-  /** For `hang`: how long after ctx.signal aborts the work settles (`null`: never), and how. */
-  readonly reactMs: number | null;
-  readonly reactResolves: boolean;
 }
 
 interface Scenario {
@@ -72,8 +68,7 @@ interface Scenario {
   readonly sink: SinkKind;
   /** Pass the host signal even when it never aborts. */
   readonly passSignal: boolean;
-  /** A host abort at this time after the call (`-1`: already aborted), with this reason. */
-  readonly abort: { readonly at: number; readonly reason: "error" | "string" | "default" } | undefined;
+  readonly abort: AbortPlan;
   readonly work: WorkPlan;
   /** The work settles some messages itself, at these times. */
   readonly selfSettles: ReadonlyArray<{ readonly msg: number; readonly at: number; readonly frame: "ack" | "nak" | "term" }>;
@@ -81,9 +76,6 @@ interface Scenario {
 
 const valueOf = (kind: ValueKind): unknown =>
   kind === "undefined" ? undefined : kind === "driver" ? { rowCount: 3, command: "INSERT" } : kind === "number" ? 42 : kind === "array" ? [1, 2] : { failed: [] };
-const errorOf = (kind: ErrorKind): unknown =>
-  kind === "temporary" ? new TemporarySinkError("busy") : kind === "permanent" ? new PermanentSinkError("poison") : kind === "plain" ? new Error("boom") : kind === "string" ? "a string" : undefined;
-
 const scenarioArb: fc.Arbitrary<Scenario> = policySpecArb.chain((policy) => {
   const maxWindow = Math.max(policy.ackWaitMs, ...(policy.backOffMs ?? []));
   const scale = policy.maxHeartbeats * policy.intervalMs + maxWindow;
@@ -165,71 +157,11 @@ async function play(s: Scenario): Promise<Observed> {
   const metrics = new InMemoryMetrics();
   const sink = buildSink(s.sink, metrics);
   const host = new AbortController();
-  const reason = s.abort?.reason === "error" ? new Error("shutdown") : s.abort?.reason === "string" ? "stop" : undefined;
-  const o = {
-    ctx: undefined as WorkContext | undefined,
-    signalAbortedAt: undefined as number | undefined,
-    signalReason: undefined as unknown,
-    hostAbortedAt: undefined as number | undefined,
-    workSettledAt: undefined as number | undefined,
-    workOk: undefined as boolean | undefined,
-    workValue: undefined as unknown,
-    call: undefined as Observed["call"],
-  };
-  if (s.abort?.at === -1) host.abort(reason);
-  else if (s.abort !== undefined) {
-    setTimeout(() => {
-      log.add("abort");
-      o.hostAbortedAt = performance.now();
-      host.abort(reason);
-    }, s.abort.at);
-  }
-  const settleWork = (ok: boolean, v: unknown): void => {
-    log.add("work-settled", undefined, ok);
-    o.workSettledAt = performance.now();
-    o.workOk = ok;
-    o.workValue = v;
-  };
-  const w = s.work;
-  const work = (ctx: WorkContext): Promise<unknown> | unknown => {
-    o.ctx = ctx;
-    log.add("work-start");
-    ctx.signal.addEventListener(
-      "abort",
-      () => {
-        o.signalAbortedAt = performance.now();
-        o.signalReason = ctx.signal.reason;
-      },
-      { once: true },
-    );
+  const o = { ...emptyWorkTrace(), call: undefined as Observed["call"] };
+  abortAsPlanned(host, s.abort, log, o);
+  const work = (ctx: WorkContext): unknown => {
     for (const x of s.selfSettles) setTimeout(() => msgs[x.msg]![x.frame](), x.at);
-    if (w.kind === "sync-return") {
-      const v = valueOf(w.value);
-      settleWork(true, v);
-      return v;
-    }
-    if (w.kind === "sync-throw") {
-      const e = errorOf(w.error);
-      settleWork(false, e);
-      throw e;
-    }
-    return new Promise((resolve, reject) => {
-      const finish = (ok: boolean, v: unknown): void => {
-        settleWork(ok, v);
-        if (ok) resolve(v);
-        else reject(v);
-      };
-      if (w.kind === "hang") {
-        const react = (): void => {
-          if (w.reactMs === null) return;
-          setTimeout(() => (w.reactResolves ? finish(true, valueOf(w.value)) : finish(false, ctx.signal.reason)), w.reactMs);
-        };
-        if (ctx.signal.aborted) react();
-        else ctx.signal.addEventListener("abort", react, { once: true });
-      } else {
-        setTimeout(() => (w.kind === "resolve" ? finish(true, valueOf(w.value)) : finish(false, errorOf(w.error))), w.durationMs);
-      }
-    });
+    return runWorkScript(s.work, ctx, () => valueOf(s.work.value), log, o);
   };
   const startedAt = performance.now();
   const receivedAt = s.receivedAgoMs === undefined ? undefined : Date.now() - s.receivedAgoMs;
