@@ -238,7 +238,10 @@ export class CommitThenAck {
       // failure to NAK over and over. Nothing was sent; the messages stay redeliverable.
       // (A signal aborted before the start, whatever its reason, is a cancellation, not a bug.)
       const cancelledEarly = signal?.aborted === true && err === signal.reason;
-      if (ctx === undefined && !cancelledEarly && (err instanceof TypeError || err instanceof InProgressPolicyError)) throw err;
+      if (ctx === undefined && !cancelledEarly && (err instanceof TypeError || err instanceof InProgressPolicyError)) {
+        trace.end({ outcome: "rejected", errorName: errorName(err), acked: 0, failed: 0 });
+        throw err;
+      }
       writeError = err;
     }
     const writeMs = performance.now() - started;

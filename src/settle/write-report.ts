@@ -10,11 +10,12 @@ import type { JsMsg } from "@nats-io/jetstream";
 /** What a write's result says about its batch. */
 export interface ReadReport {
   /** The messages reported as failed, with their errors. */
-  readonly failures: Map<JsMsg, unknown>;
+  readonly failures: ReadonlyMap<JsMsg, unknown>;
   /** Set when some entries could not be read; names what was set aside. */
   readonly error: TypeError | undefined;
 }
 
+/** Nothing failed; shared by every batch that reports nothing, so readers only read it. */
 const NONE: ReadReport = Object.freeze({ failures: new Map<JsMsg, unknown>(), error: undefined });
 
 /** The failures a write's result reports for `list`. */
@@ -42,9 +43,16 @@ export function readReport(result: unknown, list: readonly JsMsg[]): ReadReport 
     let error: unknown;
     try {
       msg = typeof entry === "object" && entry !== null ? (entry as { msg?: unknown }).msg : undefined;
-      error = msg === undefined ? undefined : (entry as { error?: unknown }).error;
     } catch {
       msg = undefined;
+    }
+    if (msg !== undefined && msg !== null) {
+      try {
+        error = (entry as { error?: unknown }).error;
+      } catch (err) {
+        // The entry names its message: it failed, whatever its error says.
+        error = new TypeError("the write's report entry has an error that cannot be read", { cause: err });
+      }
     }
     if (msg === undefined || msg === null) withoutMsg += 1;
     else if (!members.has(msg)) outside += 1;

@@ -39,7 +39,10 @@ export interface TracedBatch {
  * ```
  */
 export interface TracedOutcome {
-  /** The batch outcome, as in `BatchResult.outcome`. */
+  /**
+   * The batch outcome, as in `BatchResult.outcome`, or `rejected` when `process` threw before
+   * the write started (a malformed argument: nothing was settled).
+   */
   readonly outcome: string;
   /** The write's error class name when it failed; `undefined` when it committed. */
   readonly errorName: string | undefined;
@@ -129,7 +132,14 @@ export class TraceRecorder {
     const trace = this.#trace;
     if (trace === undefined) return fn();
     let outcome: { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: unknown } | undefined;
+    let called = false;
+    // A tracer that calls its callback twice, or later, must not run the host's write twice.
     const wrapped = (): T => {
+      if (called) {
+        if (outcome?.ok === true) return outcome.value;
+        throw outcome?.error;
+      }
+      called = true;
       try {
         const value = fn();
         outcome = { ok: true, value };
@@ -144,9 +154,11 @@ export class TraceRecorder {
     } catch {
       // fn's own outcome decides below.
     }
-    if (outcome === undefined) return fn();
-    if (outcome.ok) return outcome.value;
-    throw outcome.error;
+    // A tracer that never called it, or only scheduled it: run it here (later calls get this outcome).
+    if (!called) return wrapped();
+    const done = outcome!;
+    if (done.ok) return done.value;
+    throw done.error;
   }
 
   heartbeat(beat: number, failedMessages: number): void {

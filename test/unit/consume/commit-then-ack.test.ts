@@ -176,6 +176,20 @@ describe("CommitThenAck.process classification (fakes)", () => {
     expect(result.reportError?.message).toMatch(/2 entries without msg and 1 message not of this batch/);
   });
 
+  it("a report entry whose error cannot be read still fails the message it names; the others are acked", async () => {
+    const [named, other] = [fakeMsg(), fakeMsg()];
+    const entry = Object.defineProperty({ msg: named }, "error", {
+      get() {
+        throw new Error("broken getter");
+      },
+    });
+    const result = await new CommitThenAck({ onTemporaryFailure: { action: "leave" } }).process([named, other], () => ({ failed: [entry] }));
+    expect(result.messages.map((m) => m.action)).toEqual(["left", "acked"]);
+    expect(named.calls.ack).toBe(0);
+    expect(result.messages[0]?.error).toBeInstanceOf(TypeError);
+    expect(result.reportError).toBeUndefined();
+  });
+
   it("a report that cannot be read (a throwing getter, a revoked proxy) counts every message as failed", async () => {
     const throwingReport = Object.defineProperty({}, "failed", {
       get() {

@@ -3,7 +3,7 @@
  * runs exactly once, its outcome passes through, and every message is settled as without it.
  */
 import { describe, expect, it, vi } from "vitest";
-import { CommitThenAck, TemporarySinkError, type BatchTrace, type Tracing } from "../../../src/index.js";
+import { CommitThenAck, TemporarySinkError, verifyInProgressPolicy, type BatchTrace, type Tracing } from "../../../src/index.js";
 import { TraceRecorder } from "../../../src/telemetry/tracing.js";
 import { fakeMsg } from "../../helpers/fakes.js";
 
@@ -12,7 +12,7 @@ const boom = (): never => {
 };
 
 describe("TraceRecorder", () => {
-  it("runs fn exactly once whatever the tracer's run does", () => {
+  it("runs fn exactly once whatever the tracer's run does", async () => {
     const batch = { stream: "S", consumer: "C", messages: [] };
     const cases: Array<BatchTrace["run"]> = [
       (fn) => fn(),
@@ -26,11 +26,20 @@ describe("TraceRecorder", () => {
         fn();
         return "another value" as never;
       },
+      (fn) => {
+        fn();
+        return fn(); // calls it twice
+      },
+      (fn) => {
+        queueMicrotask(() => fn()); // calls it later
+        return undefined as never;
+      },
     ];
     for (const run of cases) {
       const fn = vi.fn(() => 42);
       const r = TraceRecorder.start({ startBatch: () => ({ run, heartbeat: boom, leaseLost: boom, end: boom }) }, batch);
       expect(r.run(fn)).toBe(42);
+      await Promise.resolve();
       expect(fn).toHaveBeenCalledTimes(1);
       expect(() => r.heartbeat(1, 0)).not.toThrow();
       expect(() => r.leaseLost(5)).not.toThrow();
@@ -70,6 +79,20 @@ describe("CommitThenAck with a broken tracer", () => {
     expect(result).toMatchObject({ outcome: "partial", acked: 1, nacked: 1 });
     expect(msgs[0]!.calls.ack).toBe(1);
     expect(msgs[1]!.calls.nak).toEqual([500]);
+  });
+
+  it("ends the trace of a batch refused before its write started", async () => {
+    const ends: unknown[] = [];
+    const tracing: Tracing = { startBatch: () => ({ run: (fn) => fn(), heartbeat() {}, leaseLost() {}, end: (o) => void ends.push(o) }) };
+    const write = vi.fn();
+    const inProgress = verifyInProgressPolicy({ enabled: true, intervalMs: 1000 }, { ackWaitMs: 30_000, source: "configured" });
+    const ack = new CommitThenAck({ tracing, inProgress });
+    const receivedAt = (): never => {
+      throw new Error("host bug");
+    };
+    await expect(ack.process([fakeMsg()], write, { receivedAt })).rejects.toThrow(TypeError);
+    expect(write).not.toHaveBeenCalled();
+    expect(ends).toEqual([{ outcome: "rejected", errorName: "TypeError", acked: 0, failed: 0 }]);
   });
 
   it("refuses what is not a Tracing", () => {
