@@ -302,8 +302,11 @@ export class CommitThenAck {
    * `onBatch`.
    *
    * On abort it stops pulling at once, tells the writes in flight through their `ctx.signal`,
-   * writes what already arrived within `shutdownTimeoutMs` (handing it back would spend a
-   * delivery), and resolves once no write it started is still running. It rejects only for bad
+   * writes what already arrived (handing it back would spend a delivery) and resolves once no
+   * write it started is still running. Those late writes share one bound: their `ctx.signal`
+   * aborts `shutdownTimeoutMs` after the first of them started, and they then have
+   * `shutdownTimeoutMs` more to stop, so plan a grace period of about twice
+   * `shutdownTimeoutMs` plus settling (itself bounded by `shutdownTimeoutMs`). It rejects only for bad
    * arguments (before the first pull, or pull options the client itself refuses at the first
    * pull) or when the connection is closed for good.
    *
@@ -346,6 +349,7 @@ export class CommitThenAck {
       });
     } finally {
       await tracker.idle();
+      loop.release();
     }
   }
 
@@ -404,6 +408,7 @@ export class CommitThenAck {
       });
     } finally {
       await tracker.idle();
+      loop.release();
     }
   }
 
@@ -411,10 +416,11 @@ export class CommitThenAck {
   async #loopContext(
     consumer: Pick<Consumer, "fetch"> & Partial<Pick<Consumer, "consume" | "info">>,
     settings: LoopSettings,
-  ): Promise<{ settings: LoopSettings; context: Omit<LoopContext, "process" | "waitAfterFirstMs"> }> {
+  ): Promise<{ settings: LoopSettings; context: Omit<LoopContext, "process" | "waitAfterFirstMs">; release(): void }> {
     checkPullAgainstBinding(settings.pull, this.#binding);
-    // The loop holds one child of the instance's signal for its whole life.
-    const signal = combineSignals(this.#signal.child().signal, settings.signal);
+    // The loop holds one child of the instance's signal for its whole life; released when it ends.
+    const child = this.#signal.child();
+    const signal = combineSignals(child.signal, settings.signal);
     const capacity = settings.capacity;
     const maxAckPending = this.#binding?.maxAckPending;
     if (maxAckPending !== undefined && maxAckPending < capacity && this.#binding !== undefined) {
@@ -437,6 +443,7 @@ export class CommitThenAck {
     return {
       settings: { ...settings, signal },
       context: { source, metrics: this.#metrics, connection: this.#options.connection, shutdownTimeoutMs: this.#shutdownTimeoutMs, maxAckPending },
+      release: child.release,
     };
   }
 

@@ -6,7 +6,8 @@
 import type { JsMsg } from "@nats-io/jetstream";
 import type { BatchResult } from "../settle/batch-result.js";
 import { MetricNames } from "../telemetry/metric-names.js";
-import { isClosed, isRefusedByClient, pause, refusedPull, shutdownBound, untilFreed, type LoopContext } from "./run-loop.js";
+import { isClosed, isRefusedByClient, pause, refusedPull, untilFreed, type LoopContext } from "./run-loop.js";
+import { ShutdownBound } from "./shutdown-bound.js";
 import { callGuarded, reportSettled, type LoopSettings } from "./run-options.js";
 
 /** Waits for a handler slot; resolves with the function that gives it back. */
@@ -34,19 +35,20 @@ export async function runEachMessage(settings: LoopSettings, loop: EachContext):
   const settling = new Set<Promise<void>>();
   let freed: (() => void) | undefined;
   const capacity = settings.capacity;
+  const bound = new ShutdownBound(loop.shutdownTimeoutMs);
 
   const onShutdown = (): void => {
     // Handlers already running are told at once; messages still waiting get the bound.
     for (const e of entries) {
       if (e.started) e.control.abort(signal?.reason);
-      else forwardAbort(shutdownBound(loop.shutdownTimeoutMs), e.control);
+      else forwardAbort(bound.child().signal!, e.control);
     }
   };
   signal?.addEventListener("abort", onShutdown, { once: true });
 
   const start = (m: JsMsg, at: number): void => {
     const entry: Entry = { control: new AbortController(), started: false };
-    if (signal?.aborted) forwardAbort(shutdownBound(loop.shutdownTimeoutMs), entry.control);
+    if (signal?.aborted) forwardAbort(bound.child().signal!, entry.control);
     entries.add(entry);
     const gate: Gate = async (s) => {
       const release = await slots.acquire(s);
@@ -105,6 +107,7 @@ export async function runEachMessage(settings: LoopSettings, loop: EachContext):
     signal?.removeEventListener("abort", onShutdown);
     for (const l of await loop.source.close()) start(l.m, l.at);
     while (settling.size > 0) await Promise.all(settling);
+    bound.dispose();
   }
 }
 

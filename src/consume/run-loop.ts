@@ -11,6 +11,7 @@ import { MetricNames } from "../telemetry/metric-names.js";
 import type { MetricsRecorder } from "../telemetry/metrics-recorder.js";
 import type { PullSource } from "./pull-source.js";
 import { callGuarded, reportSettled, type LoopSettings, type ReceivedAt } from "./run-options.js";
+import { ShutdownBound } from "./shutdown-bound.js";
 import { SignalFanout } from "./signal-fanout.js";
 
 /** What a loop needs besides its options: the stages it feeds, given as arguments. */
@@ -37,19 +38,22 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
   const signal = settings.signal;
   // Each batch listens on a child of the loop's signal: one listener on it, whatever the concurrency.
   const batches = new SignalFanout(signal);
+  // Received after the shutdown began: written within the bound, not handed back (a NAK
+  // would spend a delivery — the last one, for some).
+  const bound = new ShutdownBound(loop.shutdownTimeoutMs);
   const inFlight = new Set<Promise<void>>();
   let held = 0;
   let failures = 0;
   let freed: (() => void) | undefined;
-  const start = (batch: JsMsg[], received: number[], batchSignal: AbortSignal | undefined): void => {
+  const start = (batch: JsMsg[], received: number[], leftover = false): void => {
     held += batch.length;
     const receivedAt: ReceivedAt = (m, i) => (batch[i] === m ? received[i] : undefined);
-    const child = batchSignal === signal ? batches.child() : undefined;
+    const child = leftover || signal?.aborted ? bound.child() : batches.child();
     const p = loop
-      .process(batch, receivedAt, child?.signal ?? batchSignal)
+      .process(batch, receivedAt, child.signal)
       .then((result) => reportSettled(settings, result))
       .finally(() => {
-        child?.release();
+        child.release();
         held -= batch.length;
         inFlight.delete(p);
         const f = freed;
@@ -94,9 +98,7 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
         failures = 0;
       }
       if (batch.length > 0) {
-        // Received after the shutdown began: written within the bound, not handed back (a NAK
-        // would spend a delivery — the last one, for some).
-        start(batch, received, signal?.aborted ? shutdownBound(loop.shutdownTimeoutMs) : signal);
+        start(batch, received);
       } else if (pullError !== undefined) {
         await pause(Math.min(MAX_RETRY_DELAY_MS, FIRST_RETRY_DELAY_MS * 2 ** Math.min(failures - 1, 16)), signal);
       } else if (performance.now() - pulledAt < EMPTY_PULL_FLOOR_MS) {
@@ -110,21 +112,14 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
       start(
         leftovers.map((l) => l.m),
         leftovers.map((l) => l.at),
-        shutdownBound(loop.shutdownTimeoutMs),
+        true,
       );
     }
     // Every write started by the loop ends before the loop does.
     while (inFlight.size > 0) await Promise.all(inFlight);
+    bound.dispose();
+    batches.dispose();
   }
-}
-
-/** A signal that aborts once the shutdown bound has passed (for writes started during a shutdown). */
-export function shutdownBound(ms: number): AbortSignal {
-  const bound = new AbortController();
-  // Not unref'd: the loop is awaiting the write it bounds.
-  const timer = setTimeout(() => bound.abort(new Error("shutdown bound reached")), ms);
-  bound.signal.addEventListener("abort", () => clearTimeout(timer), { once: true });
-  return bound.signal;
 }
 
 /** Resolves when `register`'s callback is called or `signal` aborts. */

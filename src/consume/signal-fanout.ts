@@ -16,16 +16,13 @@ const NO_SIGNAL: ChildSignal = Object.freeze({ signal: undefined, release: () =>
 export class SignalFanout {
   readonly #source: AbortSignal | undefined;
   readonly #children = new Set<AbortController>();
+  readonly #onAbort = (): void => {
+    for (const c of this.#children) c.abort(this.#source!.reason);
+  };
 
   constructor(source: AbortSignal | undefined) {
     this.#source = source;
-    source?.addEventListener(
-      "abort",
-      () => {
-        for (const c of this.#children) c.abort(source.reason);
-      },
-      { once: true },
-    );
+    source?.addEventListener("abort", this.#onAbort, { once: true });
   }
 
   /** A signal that aborts when the source does; `release()` when the call is done. */
@@ -39,8 +36,9 @@ export class SignalFanout {
     return { signal: controller.signal, release: () => void this.#children.delete(controller) };
   }
 
-  /** Drops every child (the loop is over). */
-  clear(): void {
+  /** Drops every child and the listener on the source (the loop is over). */
+  dispose(): void {
     this.#children.clear();
+    this.#source?.removeEventListener("abort", this.#onAbort);
   }
 }

@@ -1,3 +1,4 @@
+import { getEventListeners } from "node:events";
 import { describe, expect, it } from "vitest";
 import type { JsMsg } from "@nats-io/jetstream";
 import { runBatches } from "../../../src/consume/run-loop.js";
@@ -106,5 +107,43 @@ describe("runBatches", () => {
     d.resolve();
     await done;
     expect(settled).toBe(true);
+  });
+
+  it("a loop restarted after each failure leaves no listener on the host's signal", async () => {
+    const host = new AbortController();
+    const closed = { isClosed: () => true } as never;
+    const failing: PullSource = {
+      pull: async () => {
+        throw new Error("connection closed");
+      },
+      close: async () => [],
+    };
+    for (let i = 0; i < 12; i++) {
+      await expect(runBatches({ ...validateRunOptions({}), signal: host.signal }, { ...context(failing, async () => emptyResult()), connection: closed })).rejects.toThrow("connection closed");
+    }
+    expect(getEventListeners(host.signal, "abort")).toHaveLength(0);
+  });
+
+  it("the shutdown bound of batches written after the abort does not outlive the loop", async () => {
+    const stop = new AbortController();
+    const timeouts = (): number => process.getActiveResourcesInfo().filter((r) => r === "Timeout").length;
+    const batches = [[fakeMsg()], [fakeMsg()], [fakeMsg()]];
+    const before = timeouts();
+    let written = 0;
+    // Every pull after the first hands a batch over while the loop is already stopping.
+    const source = scripted(batches, () => {
+      if (batches.length < 3) stop.abort();
+    });
+    const leftover: PullSource = { ...source, close: async () => [{ m: fakeMsg(), at: Date.now() }] };
+    await runBatches({ ...validateRunOptions({ concurrency: 4 }), signal: stop.signal }, {
+      ...context(leftover, async () => emptyResult()),
+      shutdownTimeoutMs: 60_000,
+      process: async () => {
+        written += 1;
+        return emptyResult();
+      },
+    });
+    expect(written).toBe(3);
+    expect(timeouts()).toBeLessThanOrEqual(before);
   });
 });
