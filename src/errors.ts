@@ -339,7 +339,9 @@ export class ConnectionClosedError extends Error {
  * The messages' connection is open but between connections: the client drops what is
  * published then, without an error. A heartbeat round counts such a beat as failed (the lease
  * is not extended); an ACK of a committed message is held until the reconnect, and carries this
- * error in `MessageResult.settleError` only when the lease ran out first (expect a redelivery).
+ * error in `MessageResult.settleError` only when the lease, or the bound of a shutdown that
+ * began meanwhile, ran out first (expect a redelivery). A held ACK whose connection closes is
+ * reported `left` with a {@link ConnectionClosedError}.
  *
  * @example
  * ```ts

@@ -56,6 +56,9 @@ export interface DeadLetterTarget {
   readonly timeoutMs?: number;
 }
 
+/** The JetStream client's own publish timeout, assumed when the target sets none and a cap applies. */
+const DEFAULT_PUBLISH_TIMEOUT_MS = 5000;
+
 /** A confirmed copy: the stream that stored it and its sequence there. */
 export interface DeadLetterReceipt {
   readonly stream: string;
@@ -67,10 +70,14 @@ export interface DeadLetterReceipt {
  * The message id is unique per stream, consumer and sequence, so a retried publish is
  * deduplicated and two consumers of one stream keep two copies.
  *
+ * `maxWaitMs` caps the publish timeout (the settle budget left during a shutdown).
+ *
  * @throws {@link DeadLetterError} when the publish failed, returned no acknowledgement with a
  *   `stream` and a `seq`, or was stored by the message's own stream.
  */
-export async function publishDeadLetter(m: JsMsg, target: DeadLetterTarget, errorClass: string): Promise<DeadLetterReceipt> {
+export async function publishDeadLetter(m: JsMsg, target: DeadLetterTarget, errorClass: string, maxWaitMs = Number.POSITIVE_INFINITY): Promise<DeadLetterReceipt> {
+  // During a shutdown the publish may wait only what the settle budget has left.
+  const timeout = Number.isFinite(maxWaitMs) ? Math.max(1, Math.min(target.timeoutMs ?? DEFAULT_PUBLISH_TIMEOUT_MS, maxWaitMs)) : target.timeoutMs;
   // Loaded on first use, so the root entry does not need a NATS client to load.
   const { headers } = await import("@nats-io/transport-node");
   const info = deliveryInfo(m);
@@ -95,7 +102,7 @@ export async function publishDeadLetter(m: JsMsg, target: DeadLetterTarget, erro
     ack = await target.js.publish(target.subject, m.data, {
       headers: h,
       ...(info ? { msgID: `${info.stream}:${info.consumer}:${info.streamSequence}` } : {}),
-      ...(target.timeoutMs !== undefined ? { timeout: target.timeoutMs } : {}),
+      ...(timeout !== undefined ? { timeout } : {}),
     });
   } catch (err) {
     throw new DeadLetterError("publish_failed", err);

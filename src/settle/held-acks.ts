@@ -6,28 +6,38 @@
  */
 import type { JsMsg } from "@nats-io/jetstream";
 import { connectionClosed, connectionDown } from "../nats/connection-state.js";
+import type { SettleBudget } from "./settle-budget.js";
 
 /** How often a disconnected connection is looked at again. */
 const POLL_MS = 20;
 
+/**
+ * How a held ACK ended: sent after the reconnect; the connection closed; `ack()` threw; or
+ * the deadline (or the settle budget of a shutdown that began meanwhile) ran out first.
+ */
+export type HeldAckOutcome = { readonly kind: "sent" } | { readonly kind: "closed" } | { readonly kind: "threw"; readonly error: unknown } | { readonly kind: "timeout" };
+
 interface Held {
   readonly msg: JsMsg;
   readonly deadline: number;
-  readonly resolve: (sent: boolean) => void;
+  readonly budget: SettleBudget;
+  readonly resolve: (outcome: HeldAckOutcome) => void;
 }
+
+const SENT: HeldAckOutcome = Object.freeze({ kind: "sent" });
+const CLOSED: HeldAckOutcome = Object.freeze({ kind: "closed" });
+const TIMEOUT: HeldAckOutcome = Object.freeze({ kind: "timeout" });
 
 const held = new Set<Held>();
 let timer: ReturnType<typeof setInterval> | undefined;
 
 /**
  * Sends `+ACK` for `m` once its connection is back, or gives up at `deadline`
- * (`performance.now()` scale) or when the connection closes.
- *
- * @returns whether the ACK was handed to a connected client.
+ * (`performance.now()` scale), when `budget` runs out, or when the connection closes.
  */
-export function ackWhenConnected(m: JsMsg, deadline: number): Promise<boolean> {
-  return new Promise<boolean>((resolve) => {
-    held.add({ msg: m, deadline, resolve });
+export function ackWhenConnected(m: JsMsg, deadline: number, budget: SettleBudget): Promise<HeldAckOutcome> {
+  return new Promise<HeldAckOutcome>((resolve) => {
+    held.add({ msg: m, deadline, budget, resolve });
     // Not unref'd: the caller is awaiting this, and the wait is bounded by the deadline.
     timer ??= setInterval(poll, POLL_MS);
   });
@@ -36,16 +46,16 @@ export function ackWhenConnected(m: JsMsg, deadline: number): Promise<boolean> {
 function poll(): void {
   const now = performance.now();
   for (const h of held) {
-    let done: boolean | undefined;
-    if (connectionClosed(h.msg) === true) done = false;
+    let done: HeldAckOutcome | undefined;
+    if (connectionClosed(h.msg) === true) done = CLOSED;
     else if (connectionDown(h.msg) === false) {
       try {
         h.msg.ack();
-        done = true;
-      } catch {
-        done = false;
+        done = SENT;
+      } catch (error) {
+        done = { kind: "threw", error };
       }
-    } else if (now >= h.deadline) done = false;
+    } else if (now >= h.deadline || h.budget.remainingMs() <= 0) done = TIMEOUT;
     if (done === undefined) continue;
     held.delete(h);
     h.resolve(done);

@@ -124,13 +124,16 @@ export class Settler {
     const now = performance.now();
     const byLease = scope.leaseDeadline ?? now + (this.#config.ackWaitMs ?? DEFAULT_HOLD_MS);
     const deadline = Math.min(byLease, now + scope.budget.remainingMs());
-    const sent = await ackWhenConnected(m, deadline);
+    const outcome = await ackWhenConnected(m, deadline, scope.budget);
     const metrics = this.#config.metrics;
-    if (sent) {
+    if (outcome.kind === "sent") {
       metrics.count(MetricNames.ACKS_HELD_TOTAL);
       return withError({ msg: m, action: "acked" }, error);
     }
     metrics.count(MetricNames.ACKS_UNSENT_TOTAL);
+    // No frame left: the message comes back after AckWait, as after any ACK that cannot be sent.
+    if (outcome.kind === "closed") return withError({ msg: m, action: "left", settleError: new ConnectionClosedError() }, error);
+    if (outcome.kind === "threw") return withError({ msg: m, action: "left", settleError: outcome.error }, error);
     return withError({ msg: m, action: "acked", settleError: new DisconnectedError() }, error);
   }
 
@@ -172,7 +175,7 @@ export class Settler {
         await sleep(pause);
       }
       try {
-        await publishDeadLetter(m, target, errorName(error));
+        await publishDeadLetter(m, target, errorName(error), scope.budget.remainingMs());
         const acked = await this.#ack(m, scope, error);
         return { ...acked, action: acked.action === "acked" ? "dead_lettered" : acked.action };
       } catch (err) {

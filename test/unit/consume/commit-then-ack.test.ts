@@ -85,6 +85,35 @@ describe("CommitThenAck.process classification (fakes)", () => {
     expect(old.calls.term).toEqual([undefined]);
   });
 
+  it("after a shutdown a dead-letter retry waits only the settle budget, not its own timeout", async () => {
+    const m = fakeMsg({ deliveryCount: 1 });
+    const shutdown = new AbortController();
+    const timeouts: Array<number | undefined> = [];
+    const js = {
+      publish: vi.fn((_subject: string, _data: unknown, opts?: { timeout?: number }) => {
+        timeouts.push(opts?.timeout);
+        if (timeouts.length === 1) {
+          // The first copy fails at once, as the host begins to shut down.
+          shutdown.abort();
+          return Promise.reject(new Error("no responders"));
+        }
+        // The retry gets no answer: it fails only at its timeout.
+        return new Promise((_, reject) => setTimeout(() => reject(new Error("TimeoutError")), opts?.timeout ?? 60_000));
+      }),
+    };
+    const inProgress = verifyInProgressPolicy({ enabled: false, shutdownTimeoutMs: 400 }, undefined);
+    const ack = new CommitThenAck({ inProgress, signal: shutdown.signal, maxDeliver: 1, deadLetter: { js: js as never, subject: "dlq.x", timeoutMs: 60_000 } });
+    const started = performance.now();
+    const result = await ack.process([m], throwing(new PermanentSinkError("poison")));
+    // Without the cap the retry would wait the target's 60 s.
+    expect(performance.now() - started).toBeLessThan(5000);
+    expect(timeouts[0]).toBe(60_000);
+    expect(timeouts.length).toBeGreaterThanOrEqual(2);
+    for (const t of timeouts.slice(1)) expect(t).toBeLessThanOrEqual(400);
+    expect(result.messages[0]).toMatchObject({ action: "exhausted" });
+    expect(m.calls.ack).toBe(0);
+  });
+
   it("dead-letters, then acks only after the publish resolved", async () => {
     const m = fakeMsg();
     const events: string[] = [];

@@ -164,6 +164,40 @@ describe("CommitThenAck settling while the connection is down", () => {
     expect(c[MetricNames.SETTLE_FAILURES_TOTAL]).toBe(1);
   });
 
+  it("a held ACK whose connection closes meanwhile is reported left (ConnectionClosedError), not acked", async () => {
+    const m = fakeMsg();
+    const link = onLink(m);
+    const metrics = new InMemoryMetrics();
+    const p = new CommitThenAck({ metrics, timing: { ackWaitMs: 30_000, source: "configured" } }).process([m], () => {
+      link.down();
+    });
+    await new Promise((r) => setTimeout(r, 100));
+    link.close();
+    const result = await p;
+    expect(result).toMatchObject({ outcome: "left", acked: 0, left: 1 });
+    expect(m.calls.ack).toBe(0);
+    expect((result.messages[0]?.settleError as Error).name).toBe("ConnectionClosedError");
+    expect(metrics.snapshot().counters[MetricNames.ACKS_UNSENT_TOTAL]).toBe(1);
+  });
+
+  it("a shutdown that begins while an ACK is held cuts the hold to the shutdown bound", async () => {
+    const m = fakeMsg();
+    const link = onLink(m);
+    const shutdown = new AbortController();
+    const inProgress = verifyInProgressPolicy({ enabled: false, shutdownTimeoutMs: 200 }, undefined);
+    const p = new CommitThenAck({ inProgress, signal: shutdown.signal, timing: { ackWaitMs: 30_000, source: "configured" } }).process([m], () => {
+      link.down();
+    });
+    await new Promise((r) => setTimeout(r, 100));
+    const aborted = performance.now();
+    shutdown.abort();
+    const result = await p;
+    // Without the cut: the whole 30 s AckWait.
+    expect(performance.now() - aborted).toBeLessThan(5000);
+    expect(m.calls.ack).toBe(0);
+    expect(result.messages[0]?.settleError).toBeInstanceOf(DisconnectedError);
+  });
+
   it("a connected client acks with no settle error", async () => {
     const m = fakeMsg();
     onLink(m);
