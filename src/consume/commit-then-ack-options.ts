@@ -159,6 +159,10 @@ export function validateOptions(options: unknown): CommitThenAckOptions {
   if (conn !== undefined && (conn === null || typeof conn !== "object" || typeof (conn as { isClosed?: unknown }).isClosed !== "function")) {
     throw new TypeError("options.connection must be the NatsConnection the messages arrive on (nc from connect())");
   }
+  if (conn !== undefined && o.confirmAck !== undefined && typeof (conn as { request?: unknown }).request !== "function") {
+    // Confirmed ACKs are retried as requests on it: without request() every retry would fail unseen.
+    throw new TypeError("options.connection must be a NatsConnection with request() when confirmAck is set (nc from connect())");
+  }
   if (o.heartbeat !== undefined) validateHeartbeat(o.heartbeat);
   if (o.backOff !== undefined && o.backOff !== "reject" && o.backOff !== "aware") {
     throw new TypeError(`options.backOff must be "reject" or "aware", got ${JSON.stringify(o.backOff)}`);

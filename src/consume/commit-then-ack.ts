@@ -106,19 +106,23 @@ export class CommitThenAck {
   }
 
   /**
-   * Bind-only setup for least-privilege services: reads the durable consumer's info (nothing
-   * else; create the manager with `jetstreamManager(nc, { checkAPI: false })` if the identity
-   * may not read account info), verifies the policy against its effective AckWait and BackOff,
-   * and fails closed before anything is fetched.
+   * Bind-only setup for least-privilege services: reads the durable consumer's info (create
+   * the manager with `jetstreamManager(nc, { checkAPI: false })` if the identity may not read
+   * account info), verifies the policy against its effective AckWait and BackOff, and fails
+   * closed before anything is fetched. With `deadLetter` it also looks up which stream captures
+   * the dead-letter subject (`streams.find`, skipped after 2 s or without the permission).
    *
-   * @param jsm - a JetStream manager; only `consumers.info` is called.
+   * @param jsm - a JetStream manager (`await jetstreamManager(nc)`): `consumers.info` is
+   *   called, and `streams.find` with `deadLetter`.
    * @param stream - the stream name.
    * @param consumer - the durable consumer's name.
    * @param options - instance options plus the policy to verify and the expected AckWait.
    * @returns a ready instance.
    * @throws {@link ConsumerPolicyError} when the consumer is missing, unreadable, not durable,
-   *   not explicit-ack, its AckWait drifted or does not fit the interval, or it has a BackOff
-   *   (unless `backOff: "aware"`).
+   *   not explicit-ack, its AckWait drifted or does not fit the interval, it has a BackOff
+   *   (unless `backOff: "aware"`), or the dead-letter subject is captured by the source stream
+   *   (`dead_letter_loop`) or by no stream (`dead_letter_uncaptured`).
+   * @throws `TypeError` for bad arguments, `jsm` not being a JetStream manager included.
    *
    * @example
    * ```ts
@@ -137,6 +141,10 @@ export class CommitThenAck {
   ): Promise<CommitThenAck> {
     if (typeof stream !== "string" || stream === "") throw new TypeError("stream must be a non-empty stream name");
     if (typeof consumer !== "string" || consumer === "") throw new TypeError("consumer must be a non-empty durable consumer name");
+    if (typeof (jsm as Partial<JetStreamManager> | null | undefined)?.consumers?.info !== "function") {
+      // A JetStream client (jetstream(nc)) or a core connection has no consumers.info: say so, not "grant permission".
+      throw new TypeError("jsm must be a JetStream manager (await jetstreamManager(nc)), not a JetStream client or a connection");
+    }
     const { inProgress, ackWaitMs, ...rest } = readOptionKeys("forConsumer options", options, FOR_CONSUMER_KEYS) as ForConsumerOptions;
     // Every option is checked before the first request: a typo fails at once, not after I/O.
     validateOptions(rest);
@@ -145,10 +153,12 @@ export class CommitThenAck {
     }
     // The manager's connection tells the server version; it is not taken as the messages'
     // connection, which may be another one (a setup connection closed later).
+    const backOffMode = rest.backOff ?? (isVerifiedPolicy(inProgress) ? inProgress.backOff : undefined);
     const serverVersion = serverVersionOf(rest.connection) ?? serverVersionOf((jsm as { nc?: unknown } | null)?.nc);
     const inspection = await inspectConsumer(jsm, stream, consumer, {
       ...(inProgress !== undefined ? { inProgress } : {}),
-      ...(rest.backOff !== undefined ? { backOff: rest.backOff } : {}),
+      // As in the constructor: a policy verified in BackOff-aware mode brings its mode along.
+      ...(backOffMode !== undefined ? { backOff: backOffMode } : {}),
       ...(ackWaitMs !== undefined ? { ackWaitMs } : {}),
       ...(serverVersion !== undefined ? { serverVersion } : {}),
     });

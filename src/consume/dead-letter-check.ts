@@ -14,16 +14,18 @@ export interface StreamFinder {
 
 /** How long the lookup may take before it is skipped (an identity without the permission may get no answer). */
 const LOOKUP_TIMEOUT_MS = 2000;
+const TIMED_OUT: unique symbol = Symbol("timed out");
 
 /** Refuses a dead-letter subject captured by the source stream or by no stream. */
 export async function checkDeadLetterSubject(jsm: unknown, stream: string, consumer: string, subject: string): Promise<void> {
   const find = (jsm as StreamFinder | null)?.streams?.find;
   if (typeof find !== "function") return;
   let timer: ReturnType<typeof setTimeout> | undefined;
-  const timedOut = new Promise<"timeout">((resolve) => {
-    timer = setTimeout(() => resolve("timeout"), LOOKUP_TIMEOUT_MS);
+  // A symbol, not a string: a stream may be named "timeout".
+  const timedOut = new Promise<typeof TIMED_OUT>((resolve) => {
+    timer = setTimeout(() => resolve(TIMED_OUT), LOOKUP_TIMEOUT_MS);
   });
-  let found: string | "timeout" | undefined;
+  let found: string | typeof TIMED_OUT | undefined;
   try {
     found = await Promise.race([find.call((jsm as Required<StreamFinder>).streams, subject), timedOut]);
   } catch (err) {

@@ -142,16 +142,20 @@ export function untilFreed(signal: AbortSignal | undefined, register: (f: () => 
 const EMPTY_PULL_FLOOR_MS = 20;
 const EMPTY_PULL_PAUSE_MS = 100;
 
-/** Whether the client refused the pull request's options (retrying cannot help). */
+/**
+ * Whether the client refused the pull request's options (retrying cannot help): an invalid
+ * argument, or a feature the connected server is too old for ("priority_groups require server
+ * 2.11.0", a plain `Error` in nats.js).
+ */
 export function isRefusedByClient(err: unknown): boolean {
-  return err instanceof Error && err.name === "InvalidArgumentError";
+  return err instanceof Error && (err.name === "InvalidArgumentError" || / require server \d/.test(err.message));
 }
 
 /** The loop's error for pull options the client refuses, naming the client's reason. */
 export function refusedPull(err: unknown): TypeError {
   const reason = err instanceof Error ? err.message.slice(0, 200) : String(err);
   return new TypeError(
-    `the NATS client refused the pull options (${reason}): check options.pull against what this version of @nats-io/jetstream supports (pinned priority groups need a recent 3.x)`,
+    `the NATS client refused the pull options (${reason}): check options.pull against what this version of @nats-io/jetstream and the connected server support (priority groups need nats-server 2.11+, pinned ones a recent 3.x client)`,
     { cause: err },
   );
 }

@@ -4,7 +4,7 @@
 import { describe, expect, it } from "vitest";
 import { AckPolicy, jetstream, type JsMsg } from "@nats-io/jetstream";
 import { nanos } from "@nats-io/transport-node";
-import { CommitThenAck, ConsumerPolicyError, InMemoryMetrics, MetricNames, TemporarySinkError } from "../../src/index.js";
+import { CommitThenAck, ConsumerPolicyError, InMemoryMetrics, MetricNames, TemporarySinkError, consumerTimingFromConfig, verifyInProgressPolicy } from "../../src/index.js";
 import { MAX_DELIVER_EQUAL_SINCE, atLeast } from "../../src/policy/server-version.js";
 import { AckSpy } from "../helpers/ack-spy.js";
 import { consumerInfo, createFixture, fetchBatch, publish, uniqueName, type Fixture } from "../helpers/jetstream.js";
@@ -49,6 +49,18 @@ describe("BackOff-aware mode on a real nats-server", () => {
     expect((err as Error).message).toContain("80% of the smallest BackOff step 1000 ms");
     const ok = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, { backOff: "aware", inProgress: { enabled: true, intervalMs: 700 } });
     expect(ok.policy).toMatchObject({ enabled: true, intervalMs: 700, backOff: "aware", timing: { backOffMs: BACKOFF_MS, maxDeliver: 5 } });
+  });
+
+  it("a policy verified in aware mode is accepted by forConsumer without repeating the mode; the JetStream client is refused as the manager", async () => {
+    const f = await backoffFixture();
+    const info = await consumerInfo(f);
+    const verified = verifyInProgressPolicy({ enabled: true, intervalMs: 700 }, consumerTimingFromConfig(info.config), { backOff: "aware" });
+    const ok = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, { inProgress: verified });
+    expect(ok.policy).toMatchObject({ enabled: true, intervalMs: 700, backOff: "aware" });
+    // A JetStream client where the manager belongs: a TypeError naming the fix, not a permissions hint.
+    await expect(CommitThenAck.forConsumer(f.js as never, f.stream, f.consumer)).rejects.toThrow(/jsm must be a JetStream manager \(await jetstreamManager\(nc\)\)/);
+    await expect(CommitThenAck.forConsumer(fx.nc as never, f.stream, f.consumer)).rejects.toThrow(TypeError);
+    expect((await consumerInfo(f)).delivered.consumer_seq).toBe(0);
   });
 
   it("a 700 ms interval keeps a 3 s write alive at delivery 1 and at delivery 2", async () => {

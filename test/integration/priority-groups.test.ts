@@ -52,6 +52,13 @@ describe(newest ? `priority groups and pause on nats-server ${VERSION}` : `no na
         expect(ack.consumer?.priorityGroups).toEqual([]);
         const err = await ack.run(consumer, () => undefined, { pull: { group: "jobs" } }).catch((e: unknown) => e);
         expect((err as ConsumerPolicyError).reason).toBe("priority_group_required");
+        // Without the binding the client itself refuses the group on this server: run stops
+        // with a TypeError instead of retrying a pull that can never go out.
+        const errors: unknown[] = [];
+        const unbound = await new CommitThenAck().run(consumer, () => undefined, { pull: { group: "jobs" }, onError: (e) => void errors.push(e) }).catch((e: unknown) => e);
+        expect(unbound).toBeInstanceOf(TypeError);
+        expect((unbound as Error).message).toMatch(/priority_groups require server/);
+        expect(errors).toEqual([]);
         expect((await consumerInfo(f)).num_waiting).toBe(0);
         return;
       }

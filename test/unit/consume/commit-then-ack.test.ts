@@ -270,6 +270,11 @@ describe("CommitThenAck.process classification (fakes)", () => {
     expect(msgs.every((m) => m.calls.ack === 0 && m.calls.nak.length === 0 && m.calls.term.length === 0)).toBe(true);
   });
 
+  it("confirmAck with a connection that cannot send requests is refused at construction", () => {
+    expect(() => new CommitThenAck({ confirmAck: {}, connection: { isClosed: () => false } as never })).toThrow(/options\.connection must be a NatsConnection with request\(\) when confirmAck is set/);
+    expect(() => new CommitThenAck({ confirmAck: {}, connection: { isClosed: () => false, request: async () => undefined } as never })).not.toThrow();
+  });
+
   it("a closed connection: nothing can reach the server, the result says left", async () => {
     const msgs = [fakeMsg()];
     const result = await new CommitThenAck({ connection: { isClosed: () => true } as never }).process(msgs, async () => undefined);

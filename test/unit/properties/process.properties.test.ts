@@ -338,7 +338,7 @@ async function play(s: Scenario): Promise<Observed> {
     ...(s.deadLetter !== undefined ? { deadLetter: deadLetterTarget(s.deadLetter, log, confirmedStreams) } : {}),
     ...(s.maxDeliver !== undefined ? { maxDeliver: s.maxDeliver } : {}),
     ...(s.confirmAck ? { confirmAck: { timeoutMs: 100, retries: 1 } } : {}),
-    ...(s.connection !== undefined ? { connection: { isClosed: () => s.connection!.closed, info: { version: s.connection.version } } as never } : {}),
+    ...(s.connection !== undefined ? { connection: { isClosed: () => s.connection!.closed, info: { version: s.connection.version }, request: () => Promise.reject(new Error("no responders")) } as never } : {}),
     ...(s.onLimit !== undefined ? { heartbeat: { onLimit: s.onLimit } } : {}),
     ...(s.signalOn === "instance" ? { signal: host.signal } : {}),
   };
