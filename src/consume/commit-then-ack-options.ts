@@ -9,6 +9,7 @@ import { isVerifiedPolicy } from "../policy/verified-policies.js";
 import type { TemporaryFailureAction } from "../settle/batch-result.js";
 import type { DeadLetterTarget } from "../settle/dead-letter.js";
 import type { ConfirmAckOptions } from "../settle/frames.js";
+import { checkMetricsOption } from "../telemetry/metrics-recorder.js";
 import type { MetricsSink } from "../telemetry/metrics-sink.js";
 import type { Tracing } from "../telemetry/tracing.js";
 
@@ -155,6 +156,7 @@ export function validateOptions(options: unknown): CommitThenAckOptions {
       throw new TypeError(`options.confirmAck.retries must be an integer in 0 ..= 10, got ${String(c.retries)}`);
     }
   }
+  checkMetricsOption(o.metrics, "options.metrics");
   const conn = o.connection as unknown;
   if (conn !== undefined && (conn === null || typeof conn !== "object" || typeof (conn as { isClosed?: unknown }).isClosed !== "function")) {
     throw new TypeError("options.connection must be the NatsConnection the messages arrive on (nc from connect())");

@@ -221,6 +221,9 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
     else for (const i of result.refreshed) this.#tracker.refresh(i, sentAt);
     if (result.released !== undefined) for (const i of result.released) this.#tracker.release(i);
     if (result.refreshed !== "all" || result.released !== undefined) this.#tracker.settle();
+    // The work settled every message itself: nothing is left to keep alive, so no more rounds
+    // (they would send nothing, yet count towards maxHeartbeats and its onLimit).
+    if (result.released !== undefined && this.#tracker.deadline === Number.POSITIVE_INFINITY && this.#beating) this.stopBeating();
     if (result.failed === 0) {
       this.#metrics.count(MetricNames.IN_PROGRESS_SUCCESSES_TOTAL);
       this.#trace.heartbeat(beat, 0);

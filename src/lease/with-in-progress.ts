@@ -8,7 +8,7 @@ import { DEFAULT_IN_PROGRESS_POLICY, type DisabledInProgressPolicy, type Verifie
 import { readOptionKeys } from "../policy/option-keys.js";
 import { isVerifiedPolicy } from "../policy/verified-policies.js";
 import { nextBatchId } from "../telemetry/diagnostics.js";
-import { MetricsRecorder } from "../telemetry/metrics-recorder.js";
+import { MetricsRecorder, checkMetricsOption } from "../telemetry/metrics-recorder.js";
 import { TraceRecorder } from "../telemetry/tracing.js";
 import { epochMs } from "./received-at.js";
 import { sharedScheduler, type Scheduler } from "./scheduler.js";
@@ -25,8 +25,11 @@ import { SupervisedContext, WorkRun } from "./work-run.js";
  *   every `intervalMs`, at most `maxHeartbeats` rounds; one round sends `+WPI` for every message.
  * - Beats stop before the returned promise settles, on every path; the work's result or error
  *   passes through unchanged. Nothing here ever acknowledges, naks or terminates a message.
- * - On abort `ctx.signal` aborts; if the work does not finish within `shutdownTimeoutMs`, the
- *   promise rejects with the abort reason and the late result is discarded.
+ * - When `options.signal` aborts, or `maxHeartbeats` is reached with `onLimit: "abort"`,
+ *   `ctx.signal` aborts; if the work does not finish within `shutdownTimeoutMs`, the promise
+ *   rejects with the abort reason and the late result is discarded. A lost lease aborts
+ *   `ctx.signal` with {@link LeaseExpiredError} too, but the call then waits for the work,
+ *   however long it takes, and returns what it returns.
  * - A failed beat is counted, never fatal to the work and never success; a closed connection
  *   ends supervision.
  *
@@ -38,7 +41,8 @@ import { SupervisedContext, WorkRun } from "./work-run.js";
  * @param options - see {@link WithInProgressOptions}.
  * @returns what `work` returned.
  * @throws {@link InProgressPolicyError} for an enabled policy that was not verified;
- *   `TypeError` for malformed arguments; the abort reason after an abort and the shutdown bound.
+ *   `TypeError` for malformed arguments; the abort reason after a host abort (or `onLimit:
+ *   "abort"`) and the shutdown bound.
  *
  * @example
  * ```ts
@@ -155,6 +159,7 @@ function readOptions(options: unknown): SupervisionOptions {
   if (connection !== undefined && (connection === null || typeof connection.isClosed !== "function")) {
     throw new TypeError("options.connection must be a NatsConnection (its isClosed() ends supervision)");
   }
+  checkMetricsOption(o.metrics, "options.metrics");
   const requireProgress = o.requireProgress ?? false;
   if (typeof requireProgress !== "boolean") throw new TypeError("options.requireProgress must be a boolean");
   return { signal, metrics: o.metrics, receivedAt, onLimit, confirm, connection, requireProgress };

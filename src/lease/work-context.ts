@@ -13,16 +13,19 @@ import type { MetricsSink } from "../telemetry/metrics-sink.js";
  * @example
  * ```ts
  * await withInProgress(msgs, async (ctx) => {
- *   // Throw, never return: a write that resolves counts as committed and is acknowledged.
+ *   // Throw, never return: under CommitThenAck a write that resolves counts as committed and is acknowledged.
  *   if (ctx.lease && ctx.lease.remainingMs() < 2_000) throw new TemporarySinkError("too close to the deadline to commit safely");
  *   await sink.commit();
  * }, policy);
  * ```
  */
 export interface Lease {
-  /** The earliest redelivery deadline of the batch, as epoch milliseconds (`Date.now()` scale). */
+  /**
+   * The earliest redelivery deadline of the batch, as epoch milliseconds (`Date.now()` scale);
+   * `Infinity` once the work has settled every message itself (nothing left to redeliver).
+   */
   readonly deadline: number;
-  /** Milliseconds until the deadline; negative once it has passed. */
+  /** Milliseconds until the deadline; negative once it has passed, `Infinity` as above. */
   remainingMs(): number;
   /** True once the deadline passed without an accepted heartbeat. */
   readonly expired: boolean;

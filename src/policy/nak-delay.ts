@@ -4,6 +4,7 @@
  * real wait is `delay + BackOff[idx] - AckWait` (AckWait being BackOff[0]). This module turns a
  * requested wait into the delay to send.
  */
+import { isPositiveFinite } from "./untrusted.js";
 
 /** The delay to send and the wait the server will really apply. */
 export interface NakDelay {
@@ -63,13 +64,9 @@ function backOffExcess(n: number | undefined, backOffMs: readonly number[] | und
     const idx = typeof n === "number" && n >= 1 ? Math.min(Math.floor(n) - 1, last) : last;
     const first = backOffMs[0];
     const step = backOffMs[idx];
-    if (!isStep(first) || !isStep(step)) return undefined;
+    if (!isPositiveFinite(first) || !isPositiveFinite(step)) return undefined;
     return step - first;
   } catch {
     return undefined;
   }
-}
-
-function isStep(v: unknown): v is number {
-  return typeof v === "number" && Number.isFinite(v) && v > 0;
 }

@@ -4,6 +4,7 @@
  */
 import type { VerifiedInProgressPolicy } from "./in-progress-policy.js";
 import { MAX_BACKOFF_STEPS } from "./timing-limits.js";
+import { isPositiveFinite } from "./untrusted.js";
 
 /**
  * The redelivery window (ms) of a message at delivery `n` under a verified policy. An unknown
@@ -17,13 +18,13 @@ export function windowFor(policy: VerifiedInProgressPolicy, n: number | undefine
     const backOff = policy.backOff === "aware" ? timing?.backOffMs : undefined;
     const length = stepCount(backOff);
     if (backOff !== undefined && length > 0) {
-      const smallest = smallestStep(backOff, length);
-      if (typeof n !== "number" || !(n >= 1)) return smallest;
+      // Called per message: the step of a known delivery is one read, the scan only a fallback.
+      if (typeof n !== "number" || !(n >= 1)) return smallestStep(backOff, length);
       const step = backOff[Math.min(Math.floor(n) - 1, length - 1)];
-      return isWindow(step) ? step : smallest;
+      return isPositiveFinite(step) ? step : smallestStep(backOff, length);
     }
     const ackWait = timing?.ackWaitMs;
-    return isWindow(ackWait) ? ackWait : 0;
+    return isPositiveFinite(ackWait) ? ackWait : 0;
   } catch {
     return 0;
   }
@@ -55,11 +56,7 @@ function smallestStep(backOff: readonly number[], length: number): number {
   let smallest = Number.POSITIVE_INFINITY;
   for (let i = 0; i < length; i++) {
     const step = backOff[i];
-    if (isWindow(step) && step < smallest) smallest = step;
+    if (isPositiveFinite(step) && step < smallest) smallest = step;
   }
   return smallest === Number.POSITIVE_INFINITY ? 0 : smallest;
-}
-
-function isWindow(v: unknown): v is number {
-  return typeof v === "number" && Number.isFinite(v) && v > 0;
 }

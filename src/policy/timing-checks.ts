@@ -9,7 +9,7 @@ import { describeBackOff, readBackOff, type BackOffReading } from "./backoff-rea
 import { ACK_WAIT_SAFETY_RATIO, type BackOffMode, type ConsumerTiming } from "./in-progress-policy.js";
 import { normalise } from "./nearest-key.js";
 import { LOOKS_LIKE_NANOS_MS, MAX_BACKOFF_STEPS, MAX_WINDOW_MS } from "./timing-limits.js";
-import { describe, fmt, readRecord, truncate } from "./untrusted.js";
+import { describe, fmt, isPositiveFinite, readRecord, truncate } from "./untrusted.js";
 
 /** Collects one violation. */
 export type Add = (code: ViolationCode, field: string, message: string) => void;
@@ -125,10 +125,6 @@ export function checkTiming(
     );
   }
   return refused ? undefined : freezeTiming(record, ackWaitMs, backOff.values);
-}
-
-function isPositiveFinite(v: unknown): v is number {
-  return typeof v === "number" && Number.isFinite(v) && v > 0;
 }
 
 /** Why a duration is refused, in the server's words where it refuses it too. */

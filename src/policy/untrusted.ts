@@ -92,3 +92,8 @@ export function describe(value: unknown): string {
       }
   }
 }
+
+/** A finite number above 0: a usable duration (AckWait, a BackOff step, a redelivery window). */
+export function isPositiveFinite(v: unknown): v is number {
+  return typeof v === "number" && Number.isFinite(v) && v > 0;
+}

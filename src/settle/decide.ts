@@ -7,7 +7,7 @@
  * | connection closed, failed on the last allowed delivery | none (`exhausted_connection_closed`) |
  * | connection closed | none (`connection_closed`) |
  * | committed | `+ACK` (also after a lost lease: the commit happened) |
- * | failed on the last allowed delivery | dead-letter (final), else `+TERM` for a permanent failure, else none (`exhausted`) |
+ * | failed on the last allowed delivery | dead-letter (final), else `+TERM` for a permanent failure (not after a shutdown or a lost lease), else none (`exhausted`) |
  * | failed, cancelled by the host | none (`cancelled`) |
  * | failed, lease lost | none (`lease_lost`: another worker may hold it) |
  * | permanent failure | dead-letter, else `+TERM` |
@@ -40,7 +40,10 @@ export interface SettleFacts {
 export interface SettleRules {
   /** What a temporary failure gets when deliveries are left. */
   readonly temporary: "nak" | "leave";
-  /** A dead-letter target is configured and usable. */
+  /**
+   * A dead-letter target is configured. A target found unusable later (a copy stored by the
+   * source stream) still routes here; the settler then reports `target_unusable`.
+   */
   readonly deadLetter: boolean;
 }
 

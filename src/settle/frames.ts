@@ -38,12 +38,6 @@ export interface AckOutcome {
 
 const ACK = "+ACK";
 
-/** Sends `+ACK` for each message, fire-and-forget. */
-export function ackNow(m: JsMsg): AckOutcome {
-  m.ack();
-  return { confirmed: false };
-}
-
 /**
  * Sends `+ACK` and waits for the server's reply. The first attempt goes through
  * `ackAck()` (which marks the message acked in the client); later attempts publish the

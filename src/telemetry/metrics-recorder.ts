@@ -97,3 +97,15 @@ function call(
     // A metrics sink must never break the heartbeat, the work or the caller.
   }
 }
+
+/**
+ * Refuses a `metrics` option that cannot be a sink (a function — often the adapter factory
+ * itself, `prometheusMetrics` instead of `prometheusMetrics(registry)` — or a primitive):
+ * such a value would silently record nothing. A partial or misbehaving object is accepted;
+ * its failures are absorbed while recording.
+ */
+export function checkMetricsOption(value: unknown, field: string): void {
+  if (value === undefined || (typeof value === "object" && value !== null)) return;
+  const hint = typeof value === "function" ? ": pass the sink, not its factory (for example prometheusMetrics(registry), new InMemoryMetrics())" : ": pass a MetricsSink (for example new InMemoryMetrics())";
+  throw new TypeError(`${field} must be a MetricsSink object, got ${value === null ? "null" : typeof value}${hint}`);
+}

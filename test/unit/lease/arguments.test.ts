@@ -41,4 +41,13 @@ describe("withInProgress arguments with throwing getters", () => {
     expect(ran).toBe(0);
     expect(good.calls).toMatchObject({ working: 0, ack: 0, nak: [], term: [] });
   });
+
+  it("a metrics option that cannot be a sink (the adapter factory itself, a string) is a TypeError, not silence", async () => {
+    const factory = (): unknown => ({});
+    let ran = 0;
+    await expect(withInProgress(fakeMsg(), () => void (ran += 1), policy, { metrics: factory as never })).rejects.toThrow(/options\.metrics must be a MetricsSink object, got function: pass the sink, not its factory/);
+    await expect(withInProgress(fakeMsg(), () => void (ran += 1), policy, { metrics: "prom" as never })).rejects.toThrow(/options\.metrics must be a MetricsSink object, got string/);
+    expect(ran).toBe(0);
+    expect(() => new CommitThenAck({ metrics: factory as never })).toThrow(/options\.metrics must be a MetricsSink object/);
+  });
 });

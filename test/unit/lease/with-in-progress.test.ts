@@ -49,6 +49,25 @@ describe("withInProgress with fake timers", () => {
     expect(work).not.toHaveBeenCalled();
   });
 
+  it("once the work settled every message itself, the rounds stop: no beats counted, no limit reached", async () => {
+    const msgs = [fakeMsg(), fakeMsg()];
+    const done = deferred();
+    const metrics = new InMemoryMetrics();
+    let ctx: WorkContext | undefined;
+    const p = withInProgress(msgs, (c) => ((ctx = c), void c.signal, done.promise), policy({ maxHeartbeats: 3 }), { onLimit: "abort", metrics });
+    await vi.advanceTimersByTimeAsync(5000);
+    expect(msgs.map((m) => m.calls.working)).toEqual([1, 1]);
+    for (const m of msgs) m.ack();
+    // Far past three more intervals: without the stop these rounds would reach the limit and abort.
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(ctx!.signal.aborted).toBe(false);
+    expect(ctx!.heartbeats).toBeLessThanOrEqual(2);
+    expect(metrics.snapshot().counters[MetricNames.IN_PROGRESS_MAX_HEARTBEATS_REACHED_TOTAL] ?? 0).toBe(0);
+    expect(vi.getTimerCount()).toBe(0);
+    done.resolve();
+    await p;
+  });
+
   it("first beat comes intervalMs after the start, then every intervalMs, one +WPI per message", async () => {
     const msgs = [fakeMsg(), fakeMsg(), fakeMsg()];
     const done = deferred();
