@@ -5,6 +5,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import type { WithInProgressOptions } from "../lease/work-context.js";
 import type { BackOffMode, ConsumerTiming, DisabledInProgressPolicy, InProgressPolicy, VerifiedInProgressPolicy } from "../policy/in-progress-policy.js";
 import { readOptionKeys } from "../policy/option-keys.js";
+import { isIntegerIn } from "../policy/untrusted.js";
 import { isVerifiedPolicy } from "../policy/verified-policies.js";
 import type { TemporaryFailureAction } from "../settle/batch-result.js";
 import type { DeadLetterTarget } from "../settle/dead-letter.js";
@@ -214,8 +215,4 @@ function validateHeartbeat(value: unknown): void {
       throw new TypeError(`options.heartbeat.confirm.timeoutMs must be an integer in 1 ..= 60000, got ${String(c.timeoutMs)}`);
     }
   }
-}
-
-function isIntegerIn(value: unknown, min: number, max: number): value is number {
-  return typeof value === "number" && Number.isInteger(value) && value >= min && value <= max;
 }

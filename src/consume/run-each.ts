@@ -6,7 +6,7 @@
 import type { JsMsg } from "@nats-io/jetstream";
 import type { BatchResult } from "../settle/batch-result.js";
 import { MetricNames } from "../telemetry/metric-names.js";
-import { isClosed, isRefusedByClient, pause, refusedPull, untilFreed, type LoopContext } from "./run-loop.js";
+import { EMPTY_PULL_FLOOR_MS, EMPTY_PULL_PAUSE_MS, isClosed, isRefusedByClient, pause, refusedPull, retryDelayMs, untilFreed, type LoopContext } from "./run-loop.js";
 import { ShutdownBound } from "./shutdown-bound.js";
 import { callGuarded, reportSettled, type LoopSettings } from "./run-options.js";
 
@@ -18,9 +18,6 @@ export interface EachContext extends Omit<LoopContext, "process" | "waitAfterFir
   /** Supervises, runs (through `gate`) and settles one message; `signal` cancels its handler. */
   readonly processOne: (m: JsMsg, receivedAt: number, signal: AbortSignal, gate: Gate) => Promise<BatchResult>;
 }
-
-const MAX_RETRY_DELAY_MS = 5000;
-const FIRST_RETRY_DELAY_MS = 100;
 
 interface Entry {
   readonly control: AbortController;
@@ -92,13 +89,13 @@ export async function runEachMessage(settings: LoopSettings, loop: EachContext):
       if (pullError === undefined) {
         failures = 0;
         // An empty pull that ended at once (not by its expiry) must not become a hot loop.
-        if (got === 0 && performance.now() - pulledAt < 20) await pause(100, signal);
+        if (got === 0 && performance.now() - pulledAt < EMPTY_PULL_FLOOR_MS) await pause(EMPTY_PULL_PAUSE_MS, signal);
         continue;
       }
       if (isRefusedByClient(pullError)) throw refusedPull(pullError);
       failures += 1;
       loop.metrics.count(MetricNames.FETCH_FAILURES_TOTAL);
-      const retryInMs = Math.min(MAX_RETRY_DELAY_MS, FIRST_RETRY_DELAY_MS * 2 ** Math.min(failures - 1, 16));
+      const retryInMs = retryDelayMs(failures);
       callGuarded(settings.onError, pullError, Object.freeze({ during: "fetch" as const, consecutiveFailures: failures, retryInMs }));
       if (isClosed(pullError, loop.connection)) throw pullError;
       if (got === 0) await pause(retryInMs, signal);

@@ -33,6 +33,11 @@ export interface LoopContext {
 const MAX_RETRY_DELAY_MS = 5000;
 const FIRST_RETRY_DELAY_MS = 100;
 
+/** The pause after `failures` failed pulls in a row: doubling from 100 ms, capped at 5 s. */
+export function retryDelayMs(failures: number): number {
+  return Math.min(MAX_RETRY_DELAY_MS, FIRST_RETRY_DELAY_MS * 2 ** Math.min(Math.max(failures, 1) - 1, 16));
+}
+
 /** Runs batches until `settings.signal` aborts; rejects only when the connection is closed for good. */
 export async function runBatches(settings: LoopSettings, loop: LoopContext): Promise<void> {
   const signal = settings.signal;
@@ -90,7 +95,7 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
       if (pullError !== undefined) {
         failures += 1;
         loop.metrics.count(MetricNames.FETCH_FAILURES_TOTAL);
-        const retryInMs = Math.min(MAX_RETRY_DELAY_MS, FIRST_RETRY_DELAY_MS * 2 ** Math.min(failures - 1, 16));
+        const retryInMs = retryDelayMs(failures);
         callGuarded(settings.onError, pullError, Object.freeze({ during: "fetch" as const, consecutiveFailures: failures, retryInMs }));
         // Nothing can be sent on a closed connection: the messages come back after AckWait.
         if (isClosed(pullError, loop.connection)) throw pullError;
@@ -100,7 +105,7 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
       if (batch.length > 0) {
         start(batch, received);
       } else if (pullError !== undefined) {
-        await pause(Math.min(MAX_RETRY_DELAY_MS, FIRST_RETRY_DELAY_MS * 2 ** Math.min(failures - 1, 16)), signal);
+        await pause(retryDelayMs(failures), signal);
       } else if (performance.now() - pulledAt < EMPTY_PULL_FLOOR_MS) {
         // An empty pull that ended at once (not by its expiry) must not become a hot loop.
         await pause(EMPTY_PULL_PAUSE_MS, signal);
@@ -139,8 +144,8 @@ export function untilFreed(signal: AbortSignal | undefined, register: (f: () => 
 }
 
 /** A pull that returned nothing faster than this did not wait for its expiry. */
-const EMPTY_PULL_FLOOR_MS = 20;
-const EMPTY_PULL_PAUSE_MS = 100;
+export const EMPTY_PULL_FLOOR_MS = 20;
+export const EMPTY_PULL_PAUSE_MS = 100;
 
 /**
  * Whether the client refused the pull request's options (retrying cannot help): an invalid

@@ -4,6 +4,7 @@
 import type { JsMsg } from "@nats-io/jetstream";
 import { ConsumerPolicyError } from "../errors.js";
 import { readOptionKeys } from "../policy/option-keys.js";
+import { isIntegerIn } from "../policy/untrusted.js";
 import type { BatchResult } from "../settle/batch-result.js";
 import type { ConsumerBinding } from "./consumer-binding.js";
 
@@ -257,8 +258,4 @@ function integer(field: string, value: unknown, fallback: number, min: number, m
   const v = value ?? fallback;
   if (!isIntegerIn(v, min, max)) throw new TypeError(`${field} must be an integer in ${min} ..= ${max}, got ${String(v)}`);
   return v;
-}
-
-function isIntegerIn(value: unknown, min: number, max: number): value is number {
-  return typeof value === "number" && Number.isInteger(value) && value >= min && value <= max;
 }

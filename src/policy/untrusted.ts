@@ -97,3 +97,8 @@ export function describe(value: unknown): string {
 export function isPositiveFinite(v: unknown): v is number {
   return typeof v === "number" && Number.isFinite(v) && v > 0;
 }
+
+/** An integer in `min ..= max`. */
+export function isIntegerIn(value: unknown, min: number, max: number): value is number {
+  return typeof value === "number" && Number.isInteger(value) && value >= min && value <= max;
+}
