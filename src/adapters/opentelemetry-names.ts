@@ -38,6 +38,8 @@ export const OpenTelemetryMetricNames = Object.freeze({
   in_progress_tick_lateness_seconds: "jetstream.in_progress.tick.lateness",
   /** Histogram, unit `{heartbeat}`. */
   in_progress_heartbeats_per_batch: "jetstream.in_progress.heartbeats_per_batch",
+  /** Counter, unit `{heartbeat}`. */
+  in_progress_held_beats_total: "jetstream.in_progress.held_beats",
   /** Counter, unit `{message}`. */
   messages_acked_total: "jetstream.messages.acked",
   /** Counter, unit `{message}`. */
@@ -52,6 +54,8 @@ export const OpenTelemetryMetricNames = Object.freeze({
   messages_left_total: "jetstream.messages.left",
   /** Counter, unit `{message}`. */
   messages_exhausted_total: "jetstream.messages.exhausted",
+  /** Counter, unit `{message}`. */
+  messages_abandoned_total: "jetstream.messages.abandoned",
   /** Counter, unit `{ack}`. */
   acks_held_total: "jetstream.acks.held",
   /** Counter, unit `{ack}`. */
@@ -97,6 +101,7 @@ export const OPEN_TELEMETRY_UNITS: Readonly<Record<MetricName, string>> = Object
   in_progress_beats_skipped_total: "{heartbeat}",
   in_progress_tick_lateness_seconds: "s",
   in_progress_heartbeats_per_batch: "{heartbeat}",
+  in_progress_held_beats_total: "{heartbeat}",
   messages_acked_total: "{message}",
   messages_nacked_total: "{message}",
   messages_termed_total: "{message}",
@@ -104,6 +109,7 @@ export const OPEN_TELEMETRY_UNITS: Readonly<Record<MetricName, string>> = Object
   messages_failed_total: "{message}",
   messages_left_total: "{message}",
   messages_exhausted_total: "{message}",
+  messages_abandoned_total: "{message}",
   acks_held_total: "{ack}",
   acks_unsent_total: "{ack}",
   settle_failures_total: "{operation}",

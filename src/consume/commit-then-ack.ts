@@ -4,26 +4,16 @@
  * resolved, and every failure path leaves the message redeliverable, dead-lettered or
  * terminated — never lost.
  */
-import type { Consumer, JetStreamManager, JsMsg } from "@nats-io/jetstream";
-import { ConsumerPolicyError, errorName, InProgressPolicyError, LeaseExpiredError } from "../errors.js";
-import { sharedScheduler } from "../lease/scheduler.js";
+import type { JetStreamManager, JsMsg } from "@nats-io/jetstream";
 import type { WorkContext } from "../lease/work-context.js";
-import { abortReasonOf } from "../lease/work-run.js";
-import { superviseWork } from "../lease/with-in-progress.js";
 import { serverVersionOf } from "../nats/connection-state.js";
-import { deliveryInfo } from "../nats/message-access.js";
 import { DEFAULT_IN_PROGRESS_POLICY, type DisabledInProgressPolicy, type VerifiedInProgressPolicy } from "../policy/in-progress-policy.js";
 import { readOptionKeys } from "../policy/option-keys.js";
 import { isVerifiedPolicy } from "../policy/verified-policies.js";
 import type { BatchResult, BatchWrite } from "../settle/batch-result.js";
-import { settleBatch } from "../settle/settle-batch.js";
-import { ShutdownBudget } from "../settle/settle-budget.js";
 import { Settler } from "../settle/settler.js";
-import { emptyResult } from "../settle/summarize.js";
-import { nextBatchId } from "../telemetry/diagnostics.js";
-import { MetricNames } from "../telemetry/metric-names.js";
 import { MetricsRecorder } from "../telemetry/metrics-recorder.js";
-import { TraceRecorder } from "../telemetry/tracing.js";
+import { BatchRunner } from "./batch-runner.js";
 import {
   FOR_CONSUMER_KEYS,
   validateOptions,
@@ -35,11 +25,10 @@ import {
 import { readBinding, type ConsumerBinding } from "./consumer-binding.js";
 import { checkDeadLetterSubject } from "./dead-letter-check.js";
 import { inspectConsumer } from "./inspect.js";
-import { consumeSource, fetchSource } from "./pull-source.js";
+import { setUpLoop, type LoopConsumer, type LoopInputs, type LoopSetup } from "./loop-setup.js";
 import { runEachMessage } from "./run-each.js";
-import { runBatches, type LoopContext } from "./run-loop.js";
+import { runBatches } from "./run-loop.js";
 import {
-  callGuarded,
   checkPullAgainstBinding,
   validateRunEachOptions,
   validateRunOptions,
@@ -48,7 +37,6 @@ import {
   type RunOptions,
 } from "./run-options.js";
 import { SignalFanout } from "./signal-fanout.js";
-import { WriteTracker } from "./write-tracker.js";
 
 /**
  * Commit-then-ack for a JetStream consumer: runs the host's write under bounded InProgress
@@ -74,7 +62,7 @@ export class CommitThenAck {
   readonly #options: CommitThenAckOptions;
   readonly #policy: VerifiedInProgressPolicy | DisabledInProgressPolicy;
   readonly #metrics: MetricsRecorder;
-  readonly #settler: Settler;
+  readonly #runner: BatchRunner;
   /** The instance's signal, handed to each call through one listener. */
   readonly #signal: SignalFanout;
   #binding: ConsumerBinding | undefined;
@@ -92,7 +80,7 @@ export class CommitThenAck {
     const mode = this.#options.backOff ?? verified?.backOff ?? "reject";
     const timing = this.#options.timing ?? verified?.timing;
     const nakBackOff = mode === "aware" && timing?.backOffMs && timing.backOffMs.length > 0 ? timing.backOffMs : undefined;
-    this.#settler = new Settler({
+    const settler = new Settler({
       connection: this.#options.connection,
       confirmAck: this.#options.confirmAck,
       onTemporaryFailure: this.#options.onTemporaryFailure ?? { action: "nak" },
@@ -102,6 +90,17 @@ export class CommitThenAck {
       ackWaitMs: timing?.ackWaitMs,
       metrics: this.#metrics,
       random: Math.random,
+    });
+    this.#runner = new BatchRunner({
+      policy: this.#policy,
+      heartbeat: this.#options.heartbeat,
+      metricsSink: this.#options.metrics,
+      metrics: this.#metrics,
+      settler,
+      connection: this.#options.connection,
+      tracing: this.#options.tracing,
+      names: () => ({ stream: this.#binding?.stream, consumer: this.#binding?.consumer }),
+      shutdownTimeoutMs: this.#shutdownTimeoutMs,
     });
   }
 
@@ -206,95 +205,38 @@ export class CommitThenAck {
     const o = validateProcessOptions(options);
     const base = this.#signal.child();
     try {
-      return await this.#process([...msgs], write, combineSignals(base.signal, o.signal), o.receivedAt);
+      return await this.#runner.process([...msgs], write, combineSignals(base.signal, o.signal), o.receivedAt);
     } finally {
       base.release();
     }
   }
 
-  async #process(list: readonly JsMsg[], write: BatchWrite, signal: AbortSignal | undefined, receivedAt: ProcessOptions["receivedAt"]): Promise<BatchResult> {
-    if (list.length === 0) return emptyResult();
-    const batchId = nextBatchId();
-    const trace = this.#startTrace(list);
-    const started = performance.now();
-    let ctx: WorkContext | undefined;
-    let result: unknown;
-    let writeError: unknown;
-    let writeOk = false;
-    try {
-      // withInProgress, with this batch's number: its heartbeat events and its settled
-      // event carry the same batchId.
-      result = await superviseWork(
-        list,
-        (c) => {
-          ctx = c;
-          return trace.run(() => write(list, c));
-        },
-        this.#policy,
-        {
-          ...this.#options.heartbeat,
-          ...(signal !== undefined ? { signal } : {}),
-          ...(this.#options.metrics !== undefined ? { metrics: this.#options.metrics } : {}),
-          ...(receivedAt !== undefined ? { receivedAt } : {}),
-          ...(this.#options.connection !== undefined ? { connection: this.#options.connection } : {}),
-        },
-        sharedScheduler(),
-        batchId,
-        trace,
-      );
-      writeOk = true;
-    } catch (err) {
-      // Rejected before the write started: a malformed argument is the caller's bug, not a sink
-      // failure to NAK over and over. Nothing was sent; the messages stay redeliverable.
-      // (A signal aborted before the start, whatever its reason, is a cancellation, not a bug.)
-      const cancelledEarly = signal?.aborted === true && err === signal.reason;
-      if (ctx === undefined && !cancelledEarly && (err instanceof TypeError || err instanceof InProgressPolicyError)) {
-        trace.end({ outcome: "rejected", errorName: errorName(err), acked: 0, failed: 0 });
-        throw err;
-      }
-      writeError = err;
-    }
-    const writeMs = performance.now() - started;
-    this.#metrics.observe(MetricNames.BATCH_WRITE_SECONDS, writeMs / 1000);
-    const lease = (ctx as WorkContext | undefined)?.lease;
-    // After a shutdown began, settling gets the shutdown bound too.
-    const budget = new ShutdownBudget(signal, this.#shutdownTimeoutMs);
-    try {
-      const settled = await settleBatch(
-        list,
-        {
-          ok: writeOk,
-          result,
-          error: writeError,
-          cancelled: !writeOk && signal?.aborted === true,
-          // Read without creating ctx.signal when the write never asked for it.
-          leaseLost: ctx !== undefined && abortReasonOf(ctx) instanceof LeaseExpiredError,
-          leaseDeadline: lease === undefined ? undefined : performance.now() + lease.remainingMs(),
-          heartbeats: (ctx as WorkContext | undefined)?.heartbeats ?? 0,
-          writeMs,
-        },
-        { settler: this.#settler, metrics: this.#metrics, connection: this.#options.connection, budget, batchId },
-      );
-      if (trace.active) {
-        const failed = settled.messages.reduce((n, m) => (m.error !== undefined ? n + 1 : n), 0);
-        trace.end({ outcome: settled.outcome, errorName: settled.error === undefined ? undefined : errorName(settled.error), acked: settled.acked, failed });
-      }
-      return settled;
-    } finally {
-      budget.dispose();
-    }
+  /**
+   * Writes whose shutdown bound passed while they were still running (see
+   * `MessageResult.action` `abandoned`) and whose outcome is still awaited.
+   */
+  get abandoned(): number {
+    return this.#runner.abandoned;
   }
 
-  /** The trace of one batch, named after the stream and consumer its messages came from. */
-  #startTrace(list: readonly JsMsg[]): TraceRecorder {
-    const tracing = this.#options.tracing;
-    if (tracing === undefined) return TraceRecorder.NONE;
-    const info = deliveryInfo(list[0]!);
-    return TraceRecorder.start(tracing, {
-      stream: info?.stream ?? this.#binding?.stream,
-      consumer: info?.consumer ?? this.#binding?.consumer,
-      messages: list,
-    });
+  /**
+   * Resolves once every write this instance abandoned at its shutdown bound has ended and was
+   * settled: a late commit ACKed, a late failure settled by the decision table. Call it before
+   * closing the connection, or the late frames cannot be sent (the messages are then
+   * redelivered after AckWait). Bounded by `signal`.
+   *
+   * @param signal - stops waiting (the writes are still settled if the connection lives).
+   *
+   * @example
+   * ```ts
+   * await ack.run(consumer, write, { signal: shutdown.signal });
+   * await ack.drain(AbortSignal.timeout(10_000)); // late commits of abandoned writes get their ACK
+   * await nc.drain();
+   * ```
+   */
+  async drain(signal?: AbortSignal): Promise<void> {
+    if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError("drain(signal): signal must be an AbortSignal");
+    await this.#runner.drain(signal);
   }
 
   /** How long work and settling may take after a shutdown began. */
@@ -344,21 +286,18 @@ export class CommitThenAck {
    * });
    * ```
    */
-  async run(consumer: Pick<Consumer, "fetch"> & Partial<Pick<Consumer, "consume" | "info">>, write: BatchWrite, options: RunOptions = {}): Promise<void> {
+  async run(consumer: LoopConsumer, write: BatchWrite, options: RunOptions = {}): Promise<void> {
     if (!consumer || typeof consumer.fetch !== "function") throw new TypeError("consumer must be a pull consumer (js.consumers.get(stream, durable))");
     if (typeof write !== "function") throw new TypeError("write must be a function (msgs, ctx) => Promise<void>");
     const settings = validateRunOptions(options);
-    const loop = await this.#loopContext(consumer, settings);
-    const tracker = new WriteTracker();
-    const tracked = tracker.wrap(write);
+    const loop = await this.#setUpLoop(consumer, settings, "batch");
     try {
-      await runBatches(loop.settings, {
-        ...loop.context,
-        waitAfterFirstMs: this.#partialBatchWaitMs(),
-        process: (msgs, receivedAt, signal) => this.#process(msgs, tracked, signal, receivedAt),
+      await runBatches(loop.setup.settings, {
+        ...loop.setup.base,
+        intake: loop.setup.intake(),
+        process: (msgs, receivedAt, signal) => this.#runner.process(msgs, write, signal, receivedAt),
       });
     } finally {
-      await tracker.idle();
       loop.release();
     }
   }
@@ -387,102 +326,45 @@ export class CommitThenAck {
    * }, { concurrency: 32, signal: shutdown.signal });
    * ```
    */
-  async runEach(
-    consumer: Pick<Consumer, "fetch"> & Partial<Pick<Consumer, "consume" | "info">>,
-    handle: (msg: JsMsg, ctx: WorkContext) => unknown,
-    options: RunEachOptions = {},
-  ): Promise<void> {
+  async runEach(consumer: LoopConsumer, handle: (msg: JsMsg, ctx: WorkContext) => unknown, options: RunEachOptions = {}): Promise<void> {
     if (!consumer || typeof consumer.fetch !== "function") throw new TypeError("consumer must be a pull consumer (js.consumers.get(stream, durable))");
     if (typeof handle !== "function") throw new TypeError("handle must be a function (msg, ctx) => Promise<unknown>");
     const settings = validateRunEachOptions(options);
-    const loop = await this.#loopContext(consumer, settings);
-    const tracker = new WriteTracker();
-    const tracked = tracker.wrap(handle);
+    const loop = await this.#setUpLoop(consumer, settings, "each");
+    const write: BatchWrite = (msgs, ctx) => handle(msgs[0]!, ctx);
     try {
-      await runEachMessage(loop.settings, {
-        ...loop.context,
-        processOne: (m, at, signal, gate) =>
-          this.#process(
-            [m],
-            async (msgs, ctx) => {
-              const release = await gate(ctx.signal);
-              try {
-                return await tracked(msgs[0]!, ctx);
-              } finally {
-                release();
-              }
-            },
-            signal,
-            () => at,
-          ),
+      await runEachMessage(loop.setup.settings, {
+        ...loop.setup.base,
+        processOne: (m, receivedAt, signal) => this.#runner.process([m], write, signal, receivedAt),
       });
     } finally {
-      await tracker.idle();
       loop.release();
     }
   }
 
-  /** What both loops share: the combined signal, the source, the checks before the first pull. */
-  async #loopContext(
-    consumer: Pick<Consumer, "fetch"> & Partial<Pick<Consumer, "consume" | "info">>,
-    settings: LoopSettings,
-  ): Promise<{ settings: LoopSettings; context: Omit<LoopContext, "process" | "waitAfterFirstMs">; release(): void }> {
+  /** What both loops share: the checks before the first pull, the combined signal, the consumer's facts. */
+  async #setUpLoop(consumer: LoopConsumer, settings: LoopSettings, mode: "batch" | "each"): Promise<{ setup: LoopSetup; release(): void }> {
     checkPullAgainstBinding(settings.pull, this.#binding);
     // The loop holds one child of the instance's signal for its whole life; released when it ends.
     const child = this.#signal.child();
-    const signal = combineSignals(child.signal, settings.signal);
-    const capacity = settings.capacity;
-    const maxAckPending = this.#binding?.maxAckPending;
-    if (maxAckPending !== undefined && maxAckPending < capacity && this.#binding !== undefined) {
-      const { stream, consumer: name } = this.#binding;
-      callGuarded(
-        settings.onError,
-        new ConsumerPolicyError("max_ack_pending_below_capacity", {
-          stream,
-          consumer: name,
-          message: `its max_ack_pending is ${maxAckPending}, below the ${capacity} messages the loop could hold (${settings.capacityRule}): the loop holds at most ${maxAckPending}; raise max_ack_pending or lower concurrency or batchSize`,
-        }),
-        Object.freeze({ during: "start" as const }),
+    try {
+      const setup = await setUpLoop(
+        consumer,
+        { ...settings, signal: combineSignals(child.signal, settings.signal) },
+        {
+          binding: this.#binding,
+          intervalMs: isVerifiedPolicy(this.#policy) && this.#policy.enabled ? this.#policy.intervalMs : undefined,
+          metrics: this.#metrics,
+          connection: this.#options.connection as LoopInputs["connection"],
+          shutdownTimeoutMs: this.#shutdownTimeoutMs,
+        },
+        mode,
       );
+      return { setup, release: child.release };
+    } catch (err) {
+      child.release();
+      throw err;
     }
-    const pinned = await isPinned(consumer, this.#binding, settings.pull);
-    const source =
-      pinned && typeof consumer.consume === "function"
-        ? consumeSource(consumer as Pick<Consumer, "consume">, settings.expiresMs, Math.min(capacity, maxAckPending ?? capacity), settings.pull)
-        : fetchSource(consumer, settings.expiresMs, settings.pull);
-    return {
-      settings: { ...settings, signal },
-      context: { source, metrics: this.#metrics, connection: this.#options.connection, shutdownTimeoutMs: this.#shutdownTimeoutMs, maxAckPending },
-      release: child.release,
-    };
-  }
-
-  /**
-   * How long a partial batch may wait after its first message: the heartbeat interval (the
-   * first beat is due then), or a quarter of the redelivery window when heartbeats are off and
-   * it is known; otherwise the pull's own expiry.
-   */
-  #partialBatchWaitMs(): number | undefined {
-    const policy = this.#policy;
-    if (isVerifiedPolicy(policy) && policy.enabled) return policy.intervalMs;
-    const timing = this.#options.timing;
-    // With BackOff the shortest step is the tightest window a redelivery can have.
-    let window = timing?.ackWaitMs;
-    for (const step of timing?.backOffMs ?? []) if (window === undefined || step < window) window = step;
-    return window !== undefined && Number.isFinite(window) && window > 0 ? Math.max(1, Math.floor(window / 4)) : undefined;
-  }
-}
-
-/** Whether the consumer is read through a `pinned_client` priority group. */
-async function isPinned(consumer: Partial<Pick<Consumer, "info">>, binding: ConsumerBinding | undefined, pull: LoopSettings["pull"]): Promise<boolean> {
-  if (pull?.group === undefined) return false;
-  if (binding !== undefined) return binding.priorityPolicy === "pinned_client";
-  try {
-    // The cached info of js.consumers.get(): no request.
-    const info = typeof consumer.info === "function" ? await consumer.info(true) : undefined;
-    return (info?.config as { priority_policy?: unknown } | undefined)?.priority_policy === "pinned_client";
-  } catch {
-    return false;
   }
 }
 

@@ -74,9 +74,13 @@ export interface RunOptions {
   readonly batchSize?: number;
   /**
    * How long one pull request stays open, integer 1000 ..= 3,600,000 ms (the client's
-   * minimum is 1000); default 1000. It never makes a message wait too long: a partial batch
-   * starts once its first message has waited the heartbeat interval (heartbeats on) or a
-   * quarter of the consumer's AckWait (off, when it is known).
+   * minimum is 1000); default 1000. A pull is never cut short (the server may be delivering
+   * into it), so a partial batch starts when its pull expires: this is the longest a partial
+   * batch waits. A value above the lease bound — the heartbeat interval with heartbeats on, a
+   * quarter of the consumer's AckWait with them off (1000 ms when unknown), never below 1000
+   * — is clamped to it and reported to `onError` (`pull_expiry_clamped`). Messages waiting
+   * for their batch are heartbeated from their arrival (heartbeats on). A shutdown waits for
+   * the open pull to end, so it adds up to this much.
    */
   readonly expiresMs?: number;
   /** Batches written at once, integer 1 ..= 256; default 1. The next pull goes out while fewer are in flight. */
@@ -103,12 +107,16 @@ export interface RunEachOptions {
   /** Handlers running at once, integer 1 ..= 256; default 1. */
   readonly concurrency?: number;
   /**
-   * Messages per pull, integer 1 ..= 10,000; default `concurrency`. At most `concurrency +
-   * batchSize` messages are held at once; those waiting for a handler are heartbeated like the
-   * running ones (heartbeats on).
+   * The most messages one pull asks for, integer 1 ..= 10,000; default `concurrency`. A pull
+   * asks only for free handlers, so at most `concurrency` messages are held and none waits
+   * for a handler.
    */
   readonly batchSize?: number;
-  /** How long one pull request stays open, integer 1000 ..= 3,600,000 ms; default 1000. */
+  /**
+   * How long one pull request stays open, integer 1000 ..= 3,600,000 ms; default 1000. Clamped
+   * to the lease bound as for `run` (reported as `pull_expiry_clamped`); a shutdown waits for
+   * open pulls to end, so it adds up to this much.
+   */
   readonly expiresMs?: number;
   /** Stops the loop gracefully (combined with the instance's signal). */
   readonly signal?: AbortSignal;
@@ -163,9 +171,9 @@ export function validateRunEachOptions(options: unknown): LoopSettings {
     batchSize,
     concurrency,
     onSettled: callback("runEach", "onResult", o.onResult),
-    // Running handlers plus one pull's worth waiting for a handler.
-    capacity: concurrency + batchSize,
-    capacityRule: "concurrency + batchSize",
+    // Pulls ask only for free handlers: nothing waits for one.
+    capacity: concurrency,
+    capacityRule: "concurrency",
   };
 }
 

@@ -68,8 +68,10 @@ export function withInProgress<T>(
 /**
  * {@link withInProgress} with an explicit scheduler (tests drive it with a fake clock) and,
  * for `CommitThenAck`, the batch number its diagnostics events already use, so the heartbeat
- * events and the settled event of one batch carry the same `batchId`, and the batch's trace,
- * whose span gets an event per heartbeat round and one for a lost lease.
+ * events and the settled event of one batch carry the same `batchId`, the batch's trace,
+ * whose span gets an event per heartbeat round and one for a lost lease, and `onAbandon`,
+ * which receives the work's promise when the shutdown bound passes with the work still running
+ * (its outcome is then unknown: whoever settles its messages must wait for it).
  *
  * @internal
  */
@@ -81,6 +83,7 @@ export async function superviseWork<T>(
   scheduler: Scheduler,
   batchId?: number,
   trace: TraceRecorder = TraceRecorder.NONE,
+  onAbandon?: (late: Promise<T>) => void,
 ): Promise<T> {
   if (typeof work !== "function") throw new TypeError(`work must be a function, got ${typeof work}`);
   const { list, verified, opts, enabled } = readArguments(msgs, policy, options);
@@ -99,7 +102,7 @@ export async function superviseWork<T>(
   try {
     // Without supervision and without a signal nothing can abort the work: no bound to race.
     if (supervision === undefined && outer === undefined) return await work(ctx);
-    return await run.race(work, ctx);
+    return await run.race(work, ctx, onAbandon);
   } finally {
     supervision?.finish();
     run.close();

@@ -43,11 +43,11 @@ export class WorkRun {
   }
 
   /**
-   * Aborts `ctx.signal` once (beats stop first; the signal's own listeners run after the
-   * library's). `bounded`: the host's shutdown or `onLimit: "abort"` — the work then has
-   * `shutdownTimeoutMs` to finish before the call rejects with `reason`. A lost lease aborts
-   * unbounded: the call still waits for the work. A bounded abort after an unbounded one still
-   * starts the bound.
+   * Aborts `ctx.signal` once (the signal's own listeners run after the library's). `bounded`:
+   * the host's shutdown or `onLimit: "abort"` — the work then has `shutdownTimeoutMs` to finish
+   * before the call rejects with `reason`; a shutdown keeps the lease meanwhile (beats go on, a
+   * draining write is not handed to another worker). A lost lease aborts unbounded: the call
+   * still waits for the work. A bounded abort after an unbounded one still starts the bound.
    */
   abort(reason: unknown, bounded: boolean): void {
     if (bounded && this.#shutdownTimer === undefined) {
@@ -56,15 +56,17 @@ export class WorkRun {
     }
     if (this.#aborted) return;
     this.#aborted = true;
-    this.supervision?.stopBeating();
     const controller = (this.#controller ??= new AbortController());
     controller.abort(reason);
   }
 
-  /** Runs the work; settles with its outcome, or with the abort reason once the shutdown bound passed. */
-  race<T>(work: (ctx: WorkContext) => Promise<T> | T, ctx: WorkContext): Promise<T> {
+  /**
+   * Runs the work; settles with its outcome, or with the abort reason once the shutdown bound
+   * passed. Then the work is abandoned: `onAbandon` receives its promise, whose outcome is
+   * still unknown.
+   */
+  race<T>(work: (ctx: WorkContext) => Promise<T> | T, ctx: WorkContext, onAbandon?: (late: Promise<T>) => void): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      this.#abandon = reject;
       let result: Promise<T> | T;
       try {
         result = work(ctx);
@@ -72,8 +74,25 @@ export class WorkRun {
         reject(err);
         return;
       }
+      const running = Promise.resolve(result);
+      let settled = false;
+      this.#abandon = (reason) => {
+        if (settled) return;
+        settled = true;
+        onAbandon?.(running);
+        reject(reason);
+      };
       // Once abandoned, the work's late outcome lands on a settled promise: never unhandled.
-      Promise.resolve(result).then(resolve, reject);
+      running.then(
+        (v) => {
+          settled = true;
+          resolve(v);
+        },
+        (err: unknown) => {
+          settled = true;
+          reject(err);
+        },
+      );
     });
   }
 

@@ -81,3 +81,19 @@ export function requesterOf(m: JsMsg): Requester | undefined {
     return undefined;
   }
 }
+
+/** A connection that can be flushed (the server answered a PING: it processed every earlier frame). */
+export interface Flushable {
+  flush(): Promise<void>;
+  isClosed(): boolean;
+}
+
+/** The connection behind a consumer from `js.consumers.get()` (its API client's), when it can be read. */
+export function connectionOfConsumer(consumer: unknown): Flushable | undefined {
+  try {
+    const nc = (consumer as { api?: { nc?: Partial<Flushable> } } | null)?.api?.nc;
+    return nc !== undefined && typeof nc.flush === "function" && typeof nc.isClosed === "function" ? (nc as Flushable) : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -34,6 +34,16 @@ export function deliveryCount(m: JsMsg): number | undefined {
   }
 }
 
+/** The stream sequence from the delivery info, when readable. */
+export function streamSequence(m: JsMsg): number | undefined {
+  try {
+    const seq = m.info?.streamSequence;
+    return typeof seq === "number" && Number.isInteger(seq) && seq >= 1 ? seq : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Stream, consumer and stream sequence from the delivery info, when readable. */
 export function deliveryInfo(m: JsMsg): { stream: string; consumer: string; streamSequence: number; deliveryCount: number } | undefined {
   try {

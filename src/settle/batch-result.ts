@@ -98,10 +98,12 @@ export interface MessageResult {
   readonly msg: JsMsg;
   /**
    * The frame it got: `acked`, `nacked`, `termed`, `dead_lettered` (then acked), `left`
-   * (nothing sent; it will be redelivered), or `exhausted` (nothing sent on its last allowed
-   * delivery and no dead-letter copy: the server will not deliver it again).
+   * (nothing sent; it will be redelivered), `exhausted` (nothing sent on its last allowed
+   * delivery and no dead-letter copy: the server will not deliver it again), or `abandoned`
+   * (its write was still running at the shutdown bound: its outcome is unknown, so nothing is
+   * sent while it runs; the instance settles it when it ends — see `CommitThenAck.drain`).
    */
-  readonly action: "acked" | "nacked" | "termed" | "dead_lettered" | "left" | "exhausted";
+  readonly action: "acked" | "nacked" | "termed" | "dead_lettered" | "left" | "exhausted" | "abandoned";
   /** The write's error for this message, when it failed. */
   readonly error?: unknown;
   /**
@@ -132,7 +134,7 @@ export interface MessageResult {
  * const ok: BatchOutcome[] = ["acked"];
  * ```
  */
-export type BatchOutcome = "acked" | "nacked" | "termed" | "dead_lettered" | "left" | "exhausted" | "cancelled" | "partial" | "empty";
+export type BatchOutcome = "acked" | "nacked" | "termed" | "dead_lettered" | "left" | "exhausted" | "abandoned" | "cancelled" | "partial" | "empty";
 
 /**
  * What {@link CommitThenAck.process} did with a batch.
@@ -158,6 +160,8 @@ export interface BatchResult {
   readonly left: number;
   /** Messages that failed on their last allowed delivery with no dead-letter copy (see `MessageResult.action`). */
   readonly exhausted: number;
+  /** Messages whose write was still running at the shutdown bound (see `MessageResult.action`). */
+  readonly abandoned: number;
   /** The batch's lease ran out while the write ran. */
   readonly leaseLost: boolean;
   /**

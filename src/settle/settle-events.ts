@@ -30,6 +30,8 @@ export interface BatchSettledEvent extends BatchEventBase {
   readonly left: number;
   /** Messages exhausted on their last allowed delivery. */
   readonly exhausted: number;
+  /** Messages whose write was still running at the shutdown bound (settled later, in an event of the same `batchId`). */
+  readonly abandoned: number;
   /** Heartbeats sent while the write ran. */
   readonly heartbeats: number;
   /** Duration of the write. */

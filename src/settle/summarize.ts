@@ -16,7 +16,7 @@ export interface BatchFacts {
 /** The batch result of settled messages. */
 export function summarize(results: readonly MessageResult[], facts: BatchFacts): BatchResult & { readonly outcome: Exclude<BatchOutcome, "empty"> } {
   // One pass: the count of each action, and whether every message got the same one.
-  const counts = { acked: 0, nacked: 0, termed: 0, dead_lettered: 0, left: 0, exhausted: 0 };
+  const counts = { acked: 0, nacked: 0, termed: 0, dead_lettered: 0, left: 0, exhausted: 0, abandoned: 0 };
   const first = results[0]?.action;
   let same = first !== undefined;
   for (const r of results) {
@@ -32,6 +32,7 @@ export function summarize(results: readonly MessageResult[], facts: BatchFacts):
     deadLettered: counts.dead_lettered,
     left: counts.left,
     exhausted: counts.exhausted,
+    abandoned: counts.abandoned,
     leaseLost: facts.leaseLost,
     ...(facts.error !== undefined ? { error: facts.error } : {}),
     ...(facts.reportError !== undefined ? { reportError: facts.reportError } : {}),
@@ -48,5 +49,5 @@ export function firstError(results: readonly MessageResult[]): unknown {
 
 /** The result of an empty batch: nothing ran, nothing was sent. */
 export function emptyResult(): BatchResult {
-  return { outcome: "empty", acked: 0, nacked: 0, termed: 0, deadLettered: 0, left: 0, exhausted: 0, leaseLost: false, heartbeats: 0, writeMs: 0, messages: [] };
+  return { outcome: "empty", acked: 0, nacked: 0, termed: 0, deadLettered: 0, left: 0, exhausted: 0, abandoned: 0, leaseLost: false, heartbeats: 0, writeMs: 0, messages: [] };
 }

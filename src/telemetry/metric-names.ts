@@ -25,6 +25,8 @@ const METRIC_NAMES = {
   IN_PROGRESS_TICK_LATENESS_SECONDS: "in_progress_tick_lateness_seconds",
   /** Observation (count): heartbeats sent per supervised batch, recorded when it settles. */
   IN_PROGRESS_HEARTBEATS_PER_BATCH: "in_progress_heartbeats_per_batch",
+  /** Counter: `+WPI` frames sent for messages a loop holds before their write starts (one per message). */
+  IN_PROGRESS_HELD_BEATS_TOTAL: "in_progress_held_beats_total",
   /** Counter: messages acknowledged after a durable write. */
   MESSAGES_ACKED_TOTAL: "messages_acked_total",
   /** Counter: messages negatively acknowledged for a later retry. */
@@ -39,6 +41,8 @@ const METRIC_NAMES = {
   MESSAGES_LEFT_TOTAL: "messages_left_total",
   /** Counter: messages that failed on their last allowed delivery with no dead-letter copy: the server will not deliver them again. */
   MESSAGES_EXHAUSTED_TOTAL: "messages_exhausted_total",
+  /** Counter: messages whose write was still running at the shutdown bound (settled when it ends). */
+  MESSAGES_ABANDONED_TOTAL: "messages_abandoned_total",
   /** Counter: ACKs held while the client was between connections and sent after the reconnect. */
   ACKS_HELD_TOTAL: "acks_held_total",
   /** Counter: ACKs of committed messages that could not be sent before their lease ran out (expect a redelivery). */
@@ -142,6 +146,7 @@ const DEFINITIONS: Record<MetricName, Omit<MetricDefinition, "name" | "labelName
   in_progress_beats_skipped_total: { kind: "counter", unit: "1", help: "Heartbeats withheld because the work reported no progress" },
   in_progress_tick_lateness_seconds: { kind: "observation", unit: "s", help: "How late a heartbeat tick fired against its schedule" },
   in_progress_heartbeats_per_batch: { kind: "observation", unit: "1", help: "Heartbeats sent per supervised batch" },
+  in_progress_held_beats_total: { kind: "counter", unit: "1", help: "InProgress frames sent for messages a loop holds before their write starts" },
   messages_acked_total: { kind: "counter", unit: "1", help: "Messages acknowledged after a durable write" },
   messages_nacked_total: { kind: "counter", unit: "1", help: "Messages negatively acknowledged for a later retry" },
   messages_termed_total: { kind: "counter", unit: "1", help: "Messages terminated without a dead-letter target" },
@@ -149,6 +154,7 @@ const DEFINITIONS: Record<MetricName, Omit<MetricDefinition, "name" | "labelName
   messages_failed_total: { kind: "counter", unit: "1", help: "Messages whose write failed" },
   messages_left_total: { kind: "counter", unit: "1", help: "Messages left for redelivery without an ack frame" },
   messages_exhausted_total: { kind: "counter", unit: "1", help: "Messages that failed on their last allowed delivery with no dead-letter copy" },
+  messages_abandoned_total: { kind: "counter", unit: "1", help: "Messages whose write was still running at the shutdown bound" },
   acks_held_total: { kind: "counter", unit: "1", help: "ACKs held during a disconnect and sent after the reconnect" },
   acks_unsent_total: { kind: "counter", unit: "1", help: "ACKs of committed messages that could not be sent before their lease ran out" },
   settle_failures_total: { kind: "counter", unit: "1", help: "Ack, nak, term or dead-letter operations that failed" },

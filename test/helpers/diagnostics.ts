@@ -55,6 +55,7 @@ const batchSettled: EventSpec<BatchSettledEvent> = {
     deadLettered: "number",
     left: "number",
     exhausted: "number",
+    abandoned: "number",
     heartbeats: "number",
     writeMs: "number",
     errorName: "string",

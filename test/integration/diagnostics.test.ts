@@ -274,7 +274,7 @@ describe("diagnostics events on a real nats-server", () => {
         throw new TemporarySinkError("database unavailable");
       });
       const e = settledFor(result, 1);
-      expect(e).toEqual({ batchId: e.batchId, batchSize: 1, outcome: "nacked", acked: 0, nacked: 1, termed: 0, deadLettered: 0, left: 0, exhausted: 0, heartbeats: 0, writeMs: result.writeMs, errorName: "TemporarySinkError" });
+      expect(e).toEqual({ batchId: e.batchId, batchSize: 1, outcome: "nacked", acked: 0, nacked: 1, termed: 0, deadLettered: 0, left: 0, exhausted: 0, abandoned: 0, heartbeats: 0, writeMs: result.writeMs, errorName: "TemporarySinkError" });
       await drain();
       expect(spy.of("-NAK")).toHaveLength(1);
       await spy.dispose();

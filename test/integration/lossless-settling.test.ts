@@ -108,7 +108,9 @@ describe("lossless settling on a real nats-server", () => {
     const started = performance.now();
     shutdown.abort();
     await running;
-    expect(performance.now() - started).toBeLessThan(5000);
+    // The open pull is not cut short: it ends by itself, at its expiry, bounded by a quarter of
+    // AckWait (heartbeats off): 7.5 s at most.
+    expect(performance.now() - started).toBeLessThan(7500 + 2500);
     await fx.drain();
     expect(written).toEqual([seq]);
     expect(spy.forSequence(seq!).map((x) => x.kind)).toEqual(["+ACK"]);
@@ -225,8 +227,8 @@ describe("lossless settling on a real nats-server", () => {
 
   it("8. a PermanentSinkError from another copy of the library is still permanent (terminated, not NAKed forever)", async () => {
     // A second instance of the module graph, as a second installed copy or the other build would be.
-    const specifier = "../../src/errors.js?second-copy";
-    const copy = (await import(/* @vite-ignore */ specifier)) as typeof import("../../src/errors.js");
+    const specifier = "../../src/errors/sink-errors.js?second-copy";
+    const copy = (await import(/* @vite-ignore */ specifier)) as typeof import("../../src/errors/sink-errors.js");
     expect(copy.PermanentSinkError).not.toBe(PermanentSinkError);
     const f = await createFixture(fx.nc, { ackWaitMs: 30_000 });
     await using spy = await AckSpy.start(fx.spyConn, f.stream);

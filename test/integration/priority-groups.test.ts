@@ -9,22 +9,23 @@
 import { describe, expect, it } from "vitest";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { nanos, type NatsConnection } from "@nats-io/transport-node";
-import { CommitThenAck, ConsumerPolicyError, watchConsumer, type ConsumerHealthSample } from "../../src/index.js";
+import { CommitThenAck, ConsumerPolicyError, watchConsumer, type BatchResult, type ConsumerHealthSample } from "../../src/index.js";
 import { consumerInfo, createFixture, eventually, publish, uniqueName } from "../helpers/jetstream.js";
 import { natsServerVersion, serverAtLeast } from "../helpers/nats-server.js";
 import { useServer } from "../helpers/server-fixture.js";
 import { NEWEST_FEATURES_SINCE } from "../helpers/server-version.js";
 
 const newest = serverAtLeast(NEWEST_FEATURES_SINCE);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const VERSION = newest?.version ?? natsServerVersion();
 
 /** A pinned_client consumer, created through the API (the client refuses priority groups on an old server itself). */
-async function createPinned(nc: NatsConnection, stream: string, priorityTimeoutMs: number): Promise<string> {
+async function createPinned(nc: NatsConnection, stream: string, priorityTimeoutMs: number, ackWaitMs = 30_000): Promise<string> {
   const name = uniqueName("PIN");
   const config = {
     durable_name: name,
     ack_policy: "explicit",
-    ack_wait: nanos(30_000),
+    ack_wait: nanos(ackWaitMs),
     priority_groups: ["jobs"],
     priority_policy: "pinned_client",
     priority_timeout: nanos(priorityTimeoutMs),
@@ -145,7 +146,99 @@ describe(newest ? `priority groups and pause on nats-server ${VERSION}` : `no na
         watch.stop();
       }
       expect(samples.every((s) => s.paused && !s.stalled && !s.backlogGrowing)).toBe(true);
+      // A loop on the paused consumer says so to onError, and waits.
+      const errors: unknown[] = [];
+      await ack.run(await f.js.consumers.get(f.stream, f.consumer), () => undefined, { signal: AbortSignal.timeout(300), onError: (e) => void errors.push(e) });
+      expect(errors.some((e) => e instanceof ConsumerPolicyError && e.reason === "consumer_paused")).toBe(true);
       await f.jsm.consumers.resume(f.stream, f.consumer);
+    },
+  );
+
+  it(
+    newest
+      ? "a pinned consumer with heartbeated writes longer than AckWait: nothing prefetched beyond the loop's capacity, every message written once (run and runEach)"
+      : "no pinned consumers before 2.11: the loops read an ordinary consumer as before",
+    async () => {
+      const base = await createFixture(fx.nc);
+      if (!newest) {
+        // Nothing pinned to test here; the intake on this server is covered in intake.test.ts.
+        expect(VERSION).toMatch(/^2\.(9|10)\./);
+        return;
+      }
+      const name = await createPinned(fx.nc, base.stream, 1500, 2000);
+      const f = { ...base, consumer: name };
+      const consumer = await f.js.consumers.get(f.stream, name);
+      const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, name, { inProgress: { enabled: true, intervalMs: 500, maxHeartbeats: 20 } });
+      // Older 3.x clients refuse a pinned pull (they want min_pending): the loop says so and stops.
+      const refused = await ack.run(consumer, () => undefined, { pull: { group: "jobs" }, signal: AbortSignal.timeout(200) }).then(() => undefined, (e: unknown) => e);
+      if (refused !== undefined) {
+        expect(refused).toBeInstanceOf(TypeError);
+        return;
+      }
+      const seqs = await publish(f, 6);
+      const written = new Map<number, number[]>();
+      let mostAckPending = 0;
+      const sampling = setInterval(() => {
+        void consumerInfo(f).then((i) => (mostAckPending = Math.max(mostAckPending, i.num_ack_pending)), () => undefined);
+      }, 100);
+      try {
+        // run: batches of 2, one at a time, each written for 2.5 s (longer than AckWait).
+        const stop = new AbortController();
+        const running = ack.run(consumer, async (msgs) => {
+          for (const m of msgs) written.set(m.seq, [...(written.get(m.seq) ?? []), m.info.deliveryCount]);
+          await sleep(2500);
+        }, { batchSize: 2, concurrency: 1, signal: stop.signal, pull: { group: "jobs" } });
+        await eventually(() => written.size === 6, "six messages written", 20_000);
+        await eventually(async () => (await consumerInfo(f)).num_ack_pending === 0, "all acked", 10_000);
+        stop.abort();
+        await running;
+        expect([...written.keys()].sort((a, b) => a - b)).toEqual(seqs);
+        expect([...written.values()].every((d) => d.length === 1 && d[0] === 1)).toBe(true);
+        expect(mostAckPending).toBeLessThanOrEqual(2);
+
+        // runEach: one handler, 1.2 s each.
+        const more = await publish(f, 4);
+        const handled = new Map<number, number[]>();
+        const results: BatchResult[] = [];
+        mostAckPending = 0;
+        const stopEach = new AbortController();
+        const each = ack.runEach(consumer, async (m) => {
+          handled.set(m.seq, [...(handled.get(m.seq) ?? []), m.info.deliveryCount]);
+          await sleep(1200);
+        }, { concurrency: 1, batchSize: 4, signal: stopEach.signal, pull: { group: "jobs" }, onResult: (r) => results.push(r) });
+        await eventually(() => results.length === 4, "four results", 20_000);
+        stopEach.abort();
+        await each;
+        expect([...handled.keys()].sort((a, b) => a - b)).toEqual(more);
+        expect([...handled.values()].every((d) => d.length === 1 && d[0] === 1)).toBe(true);
+        expect(results.every((r) => r.outcome === "acked")).toBe(true);
+        expect(mostAckPending).toBeLessThanOrEqual(1);
+      } finally {
+        clearInterval(sampling);
+      }
+    },
+  );
+
+  it(
+    newest ? "a pinned consumer deleted under a running loop: onError hears of it" : "a deleted consumer under a running loop: onError hears of it",
+    async () => {
+      const base = await createFixture(fx.nc);
+      const name = newest ? await createPinned(fx.nc, base.stream, 1500) : base.consumer;
+      const f = { ...base, consumer: name };
+      const consumer = await f.js.consumers.get(f.stream, name);
+      const errors: unknown[] = [];
+      const stop = new AbortController();
+      const running = new CommitThenAck().run(consumer, () => undefined, {
+        signal: stop.signal,
+        ...(newest ? { pull: { group: "jobs" } } : {}),
+        onError: (e) => void errors.push(e),
+      });
+      await sleep(500);
+      await f.jsm.consumers.delete(f.stream, name);
+      await eventually(() => errors.length > 0, "an error reported", 10_000);
+      stop.abort();
+      await running;
+      expect(errors.length).toBeGreaterThan(0);
     },
   );
 });

@@ -449,6 +449,16 @@ describe("nothing sensitive leaves the process", () => {
     );
     expect(cancelled.outcome).toBe("cancelled");
 
+    // A write that ignores its signal outlives the bound: abandoned, then its late commit acked.
+    const late = new AbortController();
+    const lateAck = new CommitThenAck({ inProgress: policy({ shutdownTimeoutMs: 100 }), metrics: main.sink, signal: late.signal });
+    let commit!: () => void;
+    const abandoned = lateAck.process(await messages(f, 1), () => new Promise<void>((r) => (commit = r)));
+    late.abort(new Error(`shutdown while writing ${PAYLOAD}`));
+    expect((await abandoned).outcome).toBe("abandoned");
+    commit();
+    await lateAck.drain();
+
     const own = await connectAs(url, USER, PASS);
     const g = await fixture(own);
     const closed = await new CommitThenAck({ metrics: main.sink, connection: own }).process(await messages(g, 2), async () => {
@@ -531,6 +541,18 @@ describe("nothing sensitive leaves the process", () => {
     });
     expect(errors.length).toBeGreaterThanOrEqual(1);
     for (const e of errors) keep(clientErrors, "run onError", e);
+
+    // A message that waits in an open pull longer than the interval is beaten while it waits.
+    const g = await fixture();
+    const held = new AbortController();
+    let written = 0;
+    const loop = new CommitThenAck({ inProgress: policy({ intervalMs: 300 }), metrics: main.sink }).run(await g.js.consumers.get(g.stream, g.consumer), () => {
+      written += 1;
+      held.abort();
+    }, { batchSize: 10, expiresMs: 1000, signal: held.signal });
+    SEQUENCES.add((await g.js.publish(g.subject, new TextEncoder().encode(`${PAYLOAD}-held`))).seq);
+    await loop;
+    expect(written).toBe(1);
   });
 
   it("CommitThenAck.forConsumer: every refusal", async () => {

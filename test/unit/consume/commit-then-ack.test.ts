@@ -258,16 +258,42 @@ describe("CommitThenAck.process classification (fakes)", () => {
     expect(m.calls.ack).toBe(1);
   });
 
-  it("cancellation: no frame at all, settles within the shutdown bound even if the write ignores its signal", async () => {
+  it("cancellation: a write that stops is left with no frame at all", async () => {
     const msgs = [fakeMsg(), fakeMsg()];
     const ac = new AbortController();
     const policy = verifyInProgressPolicy({ enabled: false, shutdownTimeoutMs: 50 }, undefined);
-    const p = new CommitThenAck({ inProgress: policy, signal: ac.signal }).process(msgs, () => new Promise(() => undefined));
+    const p = new CommitThenAck({ inProgress: policy, signal: ac.signal }).process(msgs, (_m, ctx) => new Promise((_r, reject) => ctx.signal.addEventListener("abort", () => reject(ctx.signal.reason), { once: true })));
     ac.abort(new Error("SIGTERM"));
     const result = await p;
     expect(result).toMatchObject({ outcome: "cancelled", left: 2 });
     expect((result.error as Error).message).toBe("SIGTERM");
     expect(msgs.every((m) => m.calls.ack === 0 && m.calls.nak.length === 0 && m.calls.term.length === 0)).toBe(true);
+  });
+
+  it("a write that ignores its signal is abandoned at the bound: no frame while it runs, its late commit acked, its late failure left", async () => {
+    const ac = new AbortController();
+    const policy = verifyInProgressPolicy({ enabled: false, shutdownTimeoutMs: 50 }, undefined);
+    const ack = new CommitThenAck({ inProgress: policy, signal: ac.signal, maxDeliver: 1, deadLetter: { js: { publish: async () => ({ stream: "DLQ", seq: 1 }) }, subject: "dlq.x" } });
+    const committing = [fakeMsg()];
+    const failing = [fakeMsg()];
+    let commit!: () => void;
+    let fail!: (e: unknown) => void;
+    const p1 = ack.process(committing, () => new Promise<void>((r) => (commit = r)));
+    const p2 = ack.process(failing, () => new Promise<void>((_r, reject) => (fail = reject)));
+    ac.abort(new Error("SIGTERM"));
+    const [r1, r2] = await Promise.all([p1, p2]);
+    expect(r1).toMatchObject({ outcome: "abandoned", abandoned: 1, acked: 0 });
+    expect(r2).toMatchObject({ outcome: "abandoned", abandoned: 1 });
+    expect(ack.abandoned).toBe(2);
+    // Nothing while they run, not even on the last allowed delivery: no ACK, no copy.
+    expect([...committing, ...failing].every((m) => m.calls.ack === 0 && m.calls.nak.length === 0 && m.calls.term.length === 0)).toBe(true);
+    commit();
+    fail(new Error("deadlock"));
+    await ack.drain();
+    expect(ack.abandoned).toBe(0);
+    expect(committing[0]!.calls.ack).toBe(1);
+    // The late failure on its last delivery: its copy is made only now that the write is known to have failed.
+    expect(failing[0]!.calls.ack).toBe(1);
   });
 
   it("confirmAck with a connection that cannot send requests is refused at construction", () => {

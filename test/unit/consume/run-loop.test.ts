@@ -1,39 +1,49 @@
 import { getEventListeners } from "node:events";
 import { describe, expect, it } from "vitest";
 import type { JsMsg } from "@nats-io/jetstream";
-import { runBatches } from "../../../src/consume/run-loop.js";
-import type { PullSource } from "../../../src/consume/pull-source.js";
+import { Intake } from "../../../src/consume/intake.js";
+import type { Arrival, PullSource } from "../../../src/consume/pull-source.js";
+import { runBatches, type LoopContext } from "../../../src/consume/run-loop.js";
 import { validateRunOptions } from "../../../src/consume/run-options.js";
 import type { BatchResult } from "../../../src/settle/batch-result.js";
 import { emptyResult } from "../../../src/settle/summarize.js";
 import { MetricsRecorder } from "../../../src/telemetry/metrics-recorder.js";
 import { deferred, fakeMsg } from "../../helpers/fakes.js";
 
-/** A source that hands out prepared batches, one per pull. */
-function scripted(batches: JsMsg[][], onPull?: () => void): PullSource & { pulls: number[] } {
-  const pulls: number[] = [];
-  return {
-    pulls,
-    async pull(request, take) {
-      pulls.push(request.max);
-      onPull?.();
-      const next = batches.shift() ?? [];
-      for (const m of next) take(m, Date.now());
-      if (next.length === 0) await new Promise((r) => setTimeout(r, 5));
-    },
-    close: async () => [],
+/** A source that hands out prepared batches, one per pull; every pull ends by itself. */
+function scripted(batches: JsMsg[][], onPull?: () => void): { pulls: number[]; closes: number; open: (arrive: Arrival) => Promise<PullSource> } {
+  const state = {
+    pulls: [] as number[],
+    closes: 0,
+    open: async (arrive: Arrival): Promise<PullSource> => ({
+      async pull(max) {
+        state.pulls.push(max);
+        onPull?.();
+        const next = batches.shift() ?? [];
+        for (const m of next.slice(0, max)) arrive(m, performance.now());
+        await new Promise((r) => setTimeout(r, next.length === 0 ? 5 : 1));
+      },
+      outstanding: 0,
+      roomChanged: () => undefined,
+      close: async () => void (state.closes += 1),
+      onNotice: undefined,
+    }),
   };
+  return state;
 }
 
-const context = (source: PullSource, process: (msgs: JsMsg[]) => Promise<BatchResult>) => ({
-  source,
-  metrics: MetricsRecorder.NONE,
-  connection: undefined,
-  shutdownTimeoutMs: 1000,
-  waitAfterFirstMs: undefined,
-  maxAckPending: undefined,
-  process,
-});
+function context(open: (arrive: Arrival) => Promise<PullSource>, process: LoopContext["process"], flushes = { n: 0 }): LoopContext {
+  return {
+    openSource: (arrive) => open(arrive),
+    intake: new Intake(undefined),
+    metrics: MetricsRecorder.NONE,
+    connection: undefined,
+    shutdownTimeoutMs: 1000,
+    flush: async () => void (flushes.n += 1),
+    onIdle: () => undefined,
+    process,
+  };
+}
 
 describe("runBatches", () => {
   it("hands each batch over with its receive times, by position in the batch", async () => {
@@ -41,32 +51,29 @@ describe("runBatches", () => {
     const batches = [[fakeMsg(), fakeMsg(), fakeMsg()], [fakeMsg()]];
     const seen: Array<Array<number | undefined>> = [];
     let foreign: number | undefined = 0;
-    const before = Date.now();
+    const before = Date.now() - 1;
     const source = scripted(batches, () => {
       if (batches.length === 1) stop.abort();
     });
-    await runBatches({ ...validateRunOptions({}), signal: stop.signal }, {
-      ...context(source, async () => emptyResult()),
-      process: async (msgs, receivedAt) => {
-        seen.push(msgs.map((m, i) => receivedAt(m, i)));
-        foreign = receivedAt(fakeMsg(), 0);
-        return emptyResult();
-      },
-    });
-    // The second batch arrived as the loop was stopped: it is written, not handed back.
+    await runBatches({ ...validateRunOptions({}), signal: stop.signal }, context(source.open, async (msgs, receivedAt) => {
+      seen.push(msgs.map((m, i) => receivedAt(m, i)));
+      foreign = receivedAt(fakeMsg(), 0);
+      return emptyResult();
+    }));
+    // The second pull was open when the loop was stopped: it ended by itself and its batch is written, not handed back.
     expect(seen.map((s) => s.length)).toEqual([3, 1]);
     for (const t of seen.flat()) expect(t).toBeGreaterThanOrEqual(before);
     expect(foreign).toBeUndefined();
   });
 
-  it("never has more batches in flight than concurrency, and pulls while fewer are", async () => {
+  it("never has more batches in flight than concurrency, pulls only for what it can start, and one pull at a time", async () => {
     const stop = new AbortController();
     const batches = Array.from({ length: 12 }, () => [fakeMsg()]);
     let inFlight = 0;
     let most = 0;
     const gates: Array<() => void> = [];
     const source = scripted(batches);
-    const done = runBatches({ ...validateRunOptions({ concurrency: 3 }), signal: stop.signal }, context(source, async () => {
+    const done = runBatches({ ...validateRunOptions({ concurrency: 3, batchSize: 5 }), signal: stop.signal }, context(source.open, async () => {
       inFlight += 1;
       most = Math.max(most, inFlight);
       const d = deferred();
@@ -78,6 +85,8 @@ describe("runBatches", () => {
     await new Promise((r) => setTimeout(r, 50));
     expect(inFlight).toBe(3);
     expect(source.pulls).toHaveLength(3);
+    // Capacity 15, one message in each of three writes: each pull asks for at most batchSize.
+    expect(source.pulls.every((n) => n === 5)).toBe(true);
     gates.shift()!();
     await new Promise((r) => setTimeout(r, 20));
     expect(source.pulls).toHaveLength(4);
@@ -89,35 +98,79 @@ describe("runBatches", () => {
     expect(most).toBe(3);
   });
 
-  it("resolves only after every started batch has settled", async () => {
+  it("a pull never asks for more than the capacity left (held messages count)", async () => {
+    const stop = new AbortController();
+    const gates: Array<() => void> = [];
+    const source = scripted([[fakeMsg(), fakeMsg(), fakeMsg()], [fakeMsg()]]);
+    // Capacity 2 × 4 = 8; 3 held after the first pull, so the second may ask for 4 at most (batchSize).
+    const capacityRun = runBatches({ ...validateRunOptions({ concurrency: 2, batchSize: 4 }), signal: stop.signal }, context(source.open, async () => {
+      const d = deferred();
+      gates.push(() => d.resolve());
+      await d.promise;
+      return emptyResult();
+    }));
+    await new Promise((r) => setTimeout(r, 30));
+    expect(source.pulls.slice(0, 2)).toEqual([4, 4]);
+    stop.abort();
+    for (const g of gates.splice(0)) g();
+    await new Promise((r) => setTimeout(r, 5));
+    for (const g of gates.splice(0)) g();
+    await capacityRun;
+  });
+
+  it("a stream sequence appears at most once in a batch: the latest delivery is kept", async () => {
+    const stop = new AbortController();
+    const first = fakeMsg({ seq: 7, deliveryCount: 1 });
+    const again = fakeMsg({ seq: 7, deliveryCount: 2 });
+    const other = fakeMsg({ seq: 8 });
+    const batches: JsMsg[][] = [[first, other, again]];
+    const seen: JsMsg[][] = [];
+    const source = scripted(batches, () => {
+      if (batches.length === 0) stop.abort();
+    });
+    await runBatches({ ...validateRunOptions({}), signal: stop.signal }, context(source.open, async (msgs) => {
+      seen.push([...msgs]);
+      stop.abort();
+      return emptyResult();
+    }));
+    expect(seen).toEqual([[other, again]]);
+  });
+
+  it("resolves only after every started batch has settled, then flushes once", async () => {
     const stop = new AbortController();
     const d = deferred();
     let settled = false;
-    const done = runBatches({ ...validateRunOptions({ concurrency: 2 }), signal: stop.signal }, context(scripted([[fakeMsg()]]), async () => {
+    const flushes = { n: 0 };
+    const done = runBatches({ ...validateRunOptions({ concurrency: 2 }), signal: stop.signal }, context(scripted([[fakeMsg()]]).open, async () => {
       await d.promise;
       settled = true;
       return emptyResult();
-    }));
+    }, flushes));
     await new Promise((r) => setTimeout(r, 20));
     stop.abort();
     let resolved = false;
     void done.then(() => (resolved = true));
     await new Promise((r) => setTimeout(r, 20));
     expect(resolved).toBe(false);
+    expect(flushes.n).toBe(0);
     d.resolve();
     await done;
     expect(settled).toBe(true);
+    expect(flushes.n).toBe(1);
   });
 
   it("a loop restarted after each failure leaves no listener on the host's signal", async () => {
     const host = new AbortController();
     const closed = { isClosed: () => true } as never;
-    const failing: PullSource = {
+    const failing = async (): Promise<PullSource> => ({
       pull: async () => {
         throw new Error("connection closed");
       },
-      close: async () => [],
-    };
+      outstanding: 0,
+      roomChanged: () => undefined,
+      close: async () => undefined,
+      onNotice: undefined,
+    });
     for (let i = 0; i < 12; i++) {
       await expect(runBatches({ ...validateRunOptions({}), signal: host.signal }, { ...context(failing, async () => emptyResult()), connection: closed })).rejects.toThrow("connection closed");
     }
@@ -128,22 +181,51 @@ describe("runBatches", () => {
     const stop = new AbortController();
     const timeouts = (): number => process.getActiveResourcesInfo().filter((r) => r === "Timeout").length;
     const batches = [[fakeMsg()], [fakeMsg()], [fakeMsg()]];
-    const before = timeouts();
     let written = 0;
     // Every pull after the first hands a batch over while the loop is already stopping.
     const source = scripted(batches, () => {
       if (batches.length < 3) stop.abort();
     });
-    const leftover: PullSource = { ...source, close: async () => [{ m: fakeMsg(), at: Date.now() }] };
-    await runBatches({ ...validateRunOptions({ concurrency: 4 }), signal: stop.signal }, {
-      ...context(leftover, async () => emptyResult()),
-      shutdownTimeoutMs: 60_000,
-      process: async () => {
+    const run = runBatches({ ...validateRunOptions({ concurrency: 4 }), signal: stop.signal }, {
+      ...context(source.open, async () => {
         written += 1;
         return emptyResult();
-      },
+      }),
+      shutdownTimeoutMs: 60_000,
     });
-    expect(written).toBe(3);
+    await run;
+    await new Promise((r) => setTimeout(r, 10));
+    const before = timeouts();
+    expect(written).toBe(2);
+    expect(source.closes).toBe(1);
     expect(timeouts()).toBeLessThanOrEqual(before);
+    expect(process.getActiveResourcesInfo().filter((r) => r === "Timeout").length).toBeLessThan(5);
+  });
+
+  it("what a source brings between pulls (a pinned subscription) waits in the intake and starts as a batch", async () => {
+    const stop = new AbortController();
+    let arrive!: Arrival;
+    const stray = [fakeMsg(), fakeMsg()];
+    const seen: JsMsg[][] = [];
+    const open = async (a: Arrival): Promise<PullSource> => {
+      arrive = a;
+      return {
+        pull: async () => {
+          for (const m of stray.splice(0)) arrive(m, performance.now());
+          await new Promise((r) => setTimeout(r, 5));
+        },
+        outstanding: 0,
+        roomChanged: () => undefined,
+        close: async () => arrive(fakeMsg(), performance.now()),
+        onNotice: undefined,
+      };
+    };
+    await runBatches({ ...validateRunOptions({ batchSize: 10 }), signal: stop.signal }, context(open, async (msgs): Promise<BatchResult> => {
+      seen.push([...msgs]);
+      stop.abort();
+      return emptyResult();
+    }));
+    // The pull's two, then the one that arrived while the source closed.
+    expect(seen.map((b) => b.length)).toEqual([2, 1]);
   });
 });

@@ -371,6 +371,8 @@ interface World {
   readonly value: unknown;
   readonly error: unknown;
   readonly cancelled: boolean;
+  /** The write was still running at the shutdown bound: its outcome was unknown when the call returned. */
+  readonly abandoned?: true;
 }
 
 /** The ways the write may have ended, given what was observed (two where times tie). */
@@ -397,9 +399,7 @@ function worlds(s: Scenario, o: Observed): World[] {
       out.push({ writeOk: workOk, value: workOk ? o.workValue : undefined, error: workOk ? undefined : thenThrows ? TYPE_ERROR : o.workValue, cancelled });
     }
   }
-  if (Number.isFinite(S) && W >= S + B) {
-    for (const cancelled of cancelledAt(S + B, false)) out.push({ writeOk: false, value: undefined, error: boundReason, cancelled });
-  }
+  if (Number.isFinite(S) && W >= S + B) out.push({ writeOk: false, value: undefined, error: boundReason, cancelled: false, abandoned: true });
   return out;
 }
 
@@ -418,7 +418,8 @@ const one = (a: MessageResult["action"]): ReadonlySet<MessageResult["action"]> =
 
 function expectations(s: Scenario, o: Observed, world: World): { msgs: Expect[]; reportError: boolean; leaseLost: boolean } {
   const n = s.msgs.length;
-  const leaseLost = o.ctx !== undefined && o.signalReason instanceof LeaseExpiredError;
+  // Any lease lost while the write ran, whatever aborted first.
+  const leaseLost = o.ctx !== undefined && (o.ctx.lease?.expired === true || o.signalReason instanceof LeaseExpiredError);
   const model = world.writeOk ? readModel(s.write, n, world.value) : undefined;
   const maxDeliver = s.maxDeliver ?? (s.policy.enabled ? s.policy.timingMaxDeliver : undefined);
   const closed = s.connection?.closed === true;
@@ -428,6 +429,7 @@ function expectations(s: Scenario, o: Observed, world: World): { msgs: Expect[];
     reportError: model?.reportError ?? false,
     leaseLost,
     msgs: s.msgs.map((m, i): Expect => {
+      if (world.abandoned) return { actions: one("abandoned"), settleError: false, error: undefined, committed: false };
       const failed = !world.writeOk || model!.failures.has(i);
       const error = !world.writeOk ? world.error : failed ? model!.failures.get(i) : undefined;
       const permanent = error instanceof PermanentSinkError;
@@ -572,15 +574,22 @@ function verify(s: Scenario, o: Observed): void {
       case "exhausted":
         check(frame === undefined, `${res.action} means no frame left`, d);
         break;
+      case "abandoned": {
+        // Its outcome was unknown at the bound: no frame while it ran; its late outcome settled after.
+        const lateFrame = finals[0] ?? log.of("dlq-publish", i)[0];
+        check(lateFrame === undefined || (writeEnd !== undefined && lateFrame.n > writeEnd.n), "no frame of an abandoned write before it ended", d);
+        if (frame?.kind === "ack") check(o.workOk === true || copy !== undefined, "a late ACK only for a late commit (or a confirmed copy)", d);
+        break;
+      }
     }
-    if (frame?.kind === "ack") {
+    if (frame?.kind === "ack" && res.action !== "abandoned") {
       const committedAck = res.action === "acked";
       if (committedAck) {
         check(writeEnd !== undefined && o.workOk === true && frame.n > writeEnd.n, "an ACK only after the write resolved", d);
         check(matched.msgs[i]!.committed, "an ACK only for a message the write committed", d);
       }
     }
-    if (frame?.kind === "nak") {
+    if (frame?.kind === "nak" && res.action !== "abandoned") {
       check(!last, "no NAK on the last allowed delivery", d);
       const t = s.temporary;
       if (t === undefined || (t.action === "nak" && t.delayMs === undefined)) {
@@ -594,7 +603,7 @@ function verify(s: Scenario, o: Observed): void {
       }
     }
     // Nothing lost on the last delivery: a failed message that got no frame and no copy is exhausted.
-    if (last && !matched.msgs[i]!.committed && frame === undefined && (copy === undefined || copy === STREAM)) {
+    if (last && res.action !== "abandoned" && !matched.msgs[i]!.committed && frame === undefined && (copy === undefined || copy === STREAM)) {
       check(res.action === "exhausted", "no frame on the last allowed delivery is reported as exhausted", d);
     }
   }
@@ -603,7 +612,7 @@ function verify(s: Scenario, o: Observed): void {
   // Counts and the batch outcome.
   const count = (a: MessageResult["action"]): number => r.messages.filter((m) => m.action === a).length;
   check(
-    r.acked === count("acked") && r.nacked === count("nacked") && r.termed === count("termed") && r.deadLettered === count("dead_lettered") && r.left === count("left") && r.exhausted === count("exhausted") && r.messages.length === n,
+    r.acked === count("acked") && r.nacked === count("nacked") && r.termed === count("termed") && r.deadLettered === count("dead_lettered") && r.left === count("left") && r.exhausted === count("exhausted") && r.abandoned === count("abandoned") && r.messages.length === n,
     "the counts sum the messages",
     d,
   );
@@ -612,7 +621,9 @@ function verify(s: Scenario, o: Observed): void {
   const expectedOutcomes = new Set<string>([actions.size === 1 ? [...actions][0]! : "partial", ...(cancelledOk ? ["cancelled"] : [])]);
   if (ws.every((w) => w.cancelled)) expectedOutcomes.delete(actions.size === 1 ? [...actions][0]! : "partial");
   check(expectedOutcomes.has(r.outcome), "the batch outcome", d);
-  if (s.sink === "memory") {
+  if (s.sink === "memory" && r.outcome === "abandoned") {
+    check((o.metrics.snapshot().counters[MetricNames.MESSAGES_ABANDONED_TOTAL] ?? 0) === n, "abandoned messages are counted", d);
+  } else if (s.sink === "memory") {
     const c = o.metrics.snapshot().counters;
     const v = (k: string): number => c[k] ?? 0;
     check(

@@ -1,0 +1,228 @@
+/**
+ * One batch from write to frames: the host's write under the heartbeat policy, then the settle
+ * table. A write still running at its shutdown bound is abandoned: its outcome is unknown, so
+ * its messages get no frame while it runs (an ACK could precede a failed commit, a NAK or a
+ * dead-letter copy could follow a commit); the runner keeps watching it and settles its late
+ * outcome by the same table when it comes.
+ */
+import type { JsMsg } from "@nats-io/jetstream";
+import { errorName, InProgressPolicyError, LeaseExpiredError } from "../errors.js";
+import { sharedScheduler } from "../lease/scheduler.js";
+import type { WorkContext, WithInProgressOptions } from "../lease/work-context.js";
+import { abortReasonOf } from "../lease/work-run.js";
+import { superviseWork } from "../lease/with-in-progress.js";
+import { deliveryInfo } from "../nats/message-access.js";
+import type { DisabledInProgressPolicy, VerifiedInProgressPolicy } from "../policy/in-progress-policy.js";
+import type { BatchResult, BatchWrite, MessageResult } from "../settle/batch-result.js";
+import { settleBatch, type WriteOutcome } from "../settle/settle-batch.js";
+import { ShutdownBudget, UNBOUNDED } from "../settle/settle-budget.js";
+import { publishBatchSettled } from "../settle/settle-events.js";
+import type { Settler } from "../settle/settler.js";
+import { emptyResult, summarize } from "../settle/summarize.js";
+import { nextBatchId } from "../telemetry/diagnostics.js";
+import { MetricNames } from "../telemetry/metric-names.js";
+import type { MetricsRecorder } from "../telemetry/metrics-recorder.js";
+import type { MetricsSink } from "../telemetry/metrics-sink.js";
+import { TraceRecorder, type Tracing } from "../telemetry/tracing.js";
+
+/** What the runner needs of its instance. */
+export interface RunnerConfig {
+  readonly policy: VerifiedInProgressPolicy | DisabledInProgressPolicy;
+  readonly heartbeat: Pick<WithInProgressOptions, "onLimit" | "confirm" | "requireProgress"> | undefined;
+  readonly metricsSink: MetricsSink | undefined;
+  readonly metrics: MetricsRecorder;
+  readonly settler: Settler;
+  readonly connection: (WithInProgressOptions["connection"] & { isClosed?: () => unknown }) | undefined;
+  readonly tracing: Tracing | undefined;
+  /** The bound consumer's names, for traces of batches whose messages do not say. */
+  readonly names: () => { readonly stream: string | undefined; readonly consumer: string | undefined };
+  readonly shutdownTimeoutMs: number;
+}
+
+/** Runs batches and settles them, abandoned ones included. */
+export class BatchRunner {
+  readonly #config: RunnerConfig;
+  /** Abandoned writes not yet settled. */
+  readonly #late = new Set<Promise<void>>();
+
+  constructor(config: RunnerConfig) {
+    this.#config = config;
+  }
+
+  /** Writes whose outcome is still awaited after they were abandoned. */
+  get abandoned(): number {
+    return this.#late.size;
+  }
+
+  /** Resolves once every abandoned write has ended and was settled, or when `signal` aborts. */
+  async drain(signal?: AbortSignal): Promise<void> {
+    while (this.#late.size > 0 && !signal?.aborted) {
+      const aborted = new Promise<void>((resolve) => signal?.addEventListener("abort", () => resolve(), { once: true }));
+      await Promise.race([Promise.all(this.#late), aborted]);
+    }
+  }
+
+  /** Runs `write` for `list` under the heartbeat policy, then settles every message. */
+  async process(list: readonly JsMsg[], write: BatchWrite, signal: AbortSignal | undefined, receivedAt: WithInProgressOptions["receivedAt"]): Promise<BatchResult> {
+    if (list.length === 0) return emptyResult();
+    const c = this.#config;
+    const batchId = nextBatchId();
+    const trace = this.#startTrace(list);
+    const started = performance.now();
+    let ctx: WorkContext | undefined;
+    let result: unknown;
+    let writeError: unknown;
+    let writeOk = false;
+    let late: Promise<unknown> | undefined;
+    try {
+      // withInProgress, with this batch's number: its heartbeat events and its settled
+      // event carry the same batchId.
+      result = await superviseWork(
+        list,
+        (x) => {
+          ctx = x;
+          return trace.run(() => write(list, x));
+        },
+        c.policy,
+        {
+          ...c.heartbeat,
+          ...(signal !== undefined ? { signal } : {}),
+          ...(c.metricsSink !== undefined ? { metrics: c.metricsSink } : {}),
+          ...(receivedAt !== undefined ? { receivedAt } : {}),
+          ...(c.connection !== undefined ? { connection: c.connection } : {}),
+        },
+        sharedScheduler(),
+        batchId,
+        trace,
+        (running) => (late = running),
+      );
+      writeOk = true;
+    } catch (err) {
+      if (late !== undefined) return this.#abandon(list, late, ctx, batchId, trace, started);
+      // Rejected before the write started: a malformed argument is the caller's bug, not a sink
+      // failure to NAK over and over. Nothing was sent; the messages stay redeliverable.
+      // (A signal aborted before the start, whatever its reason, is a cancellation, not a bug.)
+      const cancelledEarly = signal?.aborted === true && err === signal.reason;
+      if (ctx === undefined && !cancelledEarly && (err instanceof TypeError || err instanceof InProgressPolicyError)) {
+        trace.end({ outcome: "rejected", errorName: errorName(err), acked: 0, failed: 0 });
+        throw err;
+      }
+      writeError = err;
+    }
+    const writeMs = performance.now() - started;
+    c.metrics.observe(MetricNames.BATCH_WRITE_SECONDS, writeMs / 1000);
+    const lease = (ctx as WorkContext | undefined)?.lease;
+    // After a shutdown began, settling gets the shutdown bound too.
+    const budget = new ShutdownBudget(signal, c.shutdownTimeoutMs);
+    try {
+      return await this.#settle(
+        list,
+        {
+          ok: writeOk,
+          result,
+          error: writeError,
+          cancelled: !writeOk && signal?.aborted === true,
+          // Any lease lost while the write ran, whatever aborted first (read without creating
+          // ctx.signal when the write never asked for it).
+          leaseLost: lease?.expired === true || (ctx !== undefined && abortReasonOf(ctx) instanceof LeaseExpiredError),
+          leaseDeadline: lease === undefined ? undefined : performance.now() + lease.remainingMs(),
+          heartbeats: (ctx as WorkContext | undefined)?.heartbeats ?? 0,
+          writeMs,
+        },
+        budget,
+        batchId,
+        trace,
+      );
+    } finally {
+      budget.dispose();
+    }
+  }
+
+  async #settle(list: readonly JsMsg[], outcome: WriteOutcome, budget: ShutdownBudget | typeof UNBOUNDED, batchId: number, trace: TraceRecorder): Promise<BatchResult> {
+    const c = this.#config;
+    const settled = await settleBatch(list, outcome, { settler: c.settler, metrics: c.metrics, connection: c.connection, budget, batchId });
+    if (trace.active) {
+      const failed = settled.messages.reduce((n, m) => (m.error !== undefined ? n + 1 : n), 0);
+      trace.end({ outcome: settled.outcome, errorName: settled.error === undefined ? undefined : errorName(settled.error), acked: settled.acked, failed });
+    }
+    return settled;
+  }
+
+  /**
+   * The write outlived its shutdown bound: nothing is sent now, and its late outcome is settled
+   * by the table when it comes (a late commit is ACKed — the server ignores an ACK for a
+   * delivery it no longer holds; a late failure with its lease gone gets no NAK).
+   */
+  #abandon(list: readonly JsMsg[], running: Promise<unknown>, ctx: WorkContext | undefined, batchId: number, trace: TraceRecorder, started: number): BatchResult {
+    const c = this.#config;
+    const heartbeats = ctx?.heartbeats ?? 0;
+    c.metrics.count(MetricNames.MESSAGES_ABANDONED_TOTAL, list.length);
+    const leaseLost = ctx?.lease?.expired === true;
+    const messages = list.map((msg): MessageResult => (leaseLost ? { msg, action: "abandoned", leaseLost } : { msg, action: "abandoned" }));
+    const result = summarize(messages, {
+      cancelled: false,
+      error: undefined,
+      heartbeats,
+      writeMs: performance.now() - started,
+      leaseLost,
+      reportError: undefined,
+    });
+    publishBatchSettled(() => ({
+      batchId,
+      batchSize: list.length,
+      outcome: result.outcome,
+      acked: 0,
+      nacked: 0,
+      termed: 0,
+      deadLettered: 0,
+      left: 0,
+      exhausted: 0,
+      abandoned: list.length,
+      heartbeats,
+      writeMs: result.writeMs,
+    }));
+    const lateSettle = running
+      .then(
+        (value): Pick<WriteOutcome, "ok" | "result" | "error"> => ({ ok: true, result: value, error: undefined }),
+        (error: unknown): Pick<WriteOutcome, "ok" | "result" | "error"> => ({ ok: false, result: undefined, error }),
+      )
+      .then(async (o) => {
+        const lease = ctx?.lease;
+        const writeMs = performance.now() - started;
+        c.metrics.observe(MetricNames.BATCH_WRITE_SECONDS, writeMs / 1000);
+        await this.#settle(
+          list,
+          {
+            ...o,
+            cancelled: !o.ok,
+            // No beat went out since the bound: unless its deadline is still ahead, another
+            // worker may hold the messages now.
+            leaseLost: lease === undefined || lease.expired || lease.remainingMs() <= 0,
+            leaseDeadline: undefined,
+            heartbeats,
+            writeMs,
+          },
+          UNBOUNDED,
+          batchId,
+          trace,
+        );
+      })
+      .catch(() => undefined)
+      .finally(() => this.#late.delete(lateSettle));
+    this.#late.add(lateSettle);
+    return result;
+  }
+
+  /** The trace of one batch, named after the stream and consumer its messages came from. */
+  #startTrace(list: readonly JsMsg[]): TraceRecorder {
+    const tracing = this.#config.tracing;
+    if (tracing === undefined) return TraceRecorder.NONE;
+    const info = deliveryInfo(list[0]!);
+    const names = this.#config.names();
+    return TraceRecorder.start(tracing, {
+      stream: info?.stream ?? names.stream,
+      consumer: info?.consumer ?? names.consumer,
+      messages: list,
+    });
+  }
+}

@@ -1,0 +1,87 @@
+/**
+ * The intake of a batch loop: the messages that arrived and wait for their batch, kept alive
+ * from their arrival (beats, when heartbeats are on), and the count of every message the loop
+ * holds, so a pull never asks for more than the loop can start. The decisions are pure
+ * (`intake-plan.ts`); this keeps the state.
+ */
+import type { JsMsg } from "@nats-io/jetstream";
+import type { HoldingBeats } from "../lease/holding-beats.js";
+import { deliveryCount, streamSequence } from "../nats/message-access.js";
+import { keptPositions } from "./intake-plan.js";
+
+/** A batch taken from the intake: its messages and when each one's lease was last refreshed (epoch ms). */
+export interface TakenBatch {
+  readonly msgs: JsMsg[];
+  readonly refreshedAt: number[];
+}
+
+/** Messages waiting for their batch, and the count of messages held. */
+export class Intake {
+  readonly #holding: HoldingBeats | undefined;
+  #queue: Array<{ readonly m: JsMsg; readonly at: number }> = [];
+  #writing = 0;
+
+  /** @param holding - beats for waiting messages (heartbeats on), or none. */
+  constructor(holding: HoldingBeats | undefined) {
+    this.#holding = holding;
+  }
+
+  /** Messages held: waiting for their batch, or in a write that has not settled. */
+  get held(): number {
+    return this.#queue.length + this.#writing;
+  }
+
+  /** Messages waiting for their batch. */
+  get waiting(): number {
+    return this.#queue.length;
+  }
+
+  /** A message arrived (monotonic receive time): it waits, kept alive, for its batch. */
+  readonly arrive = (m: JsMsg, at: number): void => {
+    this.#queue.push({ m, at });
+    this.#holding?.hold(m, at);
+  };
+
+  /**
+   * Takes up to `max` waiting messages as a batch, in arrival order, one delivery per stream
+   * sequence (the latest); a dropped older delivery of the same message needs no frame (its
+   * frames would reach the same message). Their beats stop: the write's supervision takes over.
+   */
+  take(max: number): TakenBatch {
+    const taken = this.#queue.length <= max ? this.#queue : this.#queue.slice(0, max);
+    this.#queue = taken === this.#queue ? [] : this.#queue.slice(max);
+    const wallOffset = Date.now() - performance.now();
+    const refreshedAt = (e: { m: JsMsg; at: number }): number => wallOffset + (this.#holding?.release(e.m) ?? e.at);
+    if (taken.length < 2) {
+      const msgs = taken.map((e) => e.m);
+      const times = taken.map(refreshedAt);
+      this.#writing += msgs.length;
+      return { msgs, refreshedAt: times };
+    }
+    const keep = keptPositions(taken.map((e) => ({ streamSequence: streamSequence(e.m), deliveryCount: deliveryCount(e.m) })));
+    const msgs: JsMsg[] = [];
+    const times: number[] = [];
+    let k = 0;
+    for (let i = 0; i < taken.length; i++) {
+      const e = taken[i]!;
+      const time = refreshedAt(e);
+      if (keep[k] !== i) continue;
+      k += 1;
+      msgs.push(e.m);
+      times.push(time);
+    }
+    this.#writing += msgs.length;
+    return { msgs, refreshedAt: times };
+  }
+
+  /** A batch of `n` messages settled: they are no longer held. */
+  settled(n: number): void {
+    this.#writing -= n;
+  }
+
+  /** Stops every beat (the loop is over). */
+  dispose(): void {
+    this.#holding?.dispose();
+  }
+}
+

@@ -1,0 +1,117 @@
+/**
+ * The errors of a lease: its end (lost, limit reached) and the connection under it.
+ */
+import { recognise } from "./error-kind.js";
+
+/**
+ * The abort reason of `ctx.signal` when a batch's lease ran out: the redelivery deadline of
+ * at least one message passed without an accepted heartbeat (connection down, event loop
+ * blocked, heartbeat limit reached, or no progress reported). JetStream may already have
+ * handed the message to another worker, so committing now risks a duplicate.
+ *
+ * @example
+ * ```ts
+ * await withInProgress(msgs, async (ctx) => {
+ *   await sink.prepare(msgs);
+ *   // Throw, never return: a write that resolves counts as committed and is acknowledged.
+ *   if (ctx.signal.reason instanceof LeaseExpiredError) throw ctx.signal.reason; // skip a duplicate commit
+ *   await sink.commit();
+ * }, policy);
+ * ```
+ */
+export class LeaseExpiredError extends Error {
+  /** Always `"LeaseExpiredError"`. */
+  override readonly name = "LeaseExpiredError";
+  /** How far past the deadline the expiry was noticed, in milliseconds. */
+  readonly overdueMs: number;
+
+  /**
+   * @param overdueMs - how far past the deadline the expiry was noticed.
+   * @param options - standard error options (`cause`).
+   */
+  constructor(overdueMs: number, options?: ErrorOptions) {
+    super(
+      `InProgress lease expired ${Math.round(overdueMs)} ms ago: the message may already be redelivered to another worker`,
+      options,
+    );
+    this.overdueMs = overdueMs;
+  }
+}
+
+/**
+ * The abort reason of `ctx.signal` when `maxHeartbeats` was reached and the host asked for
+ * `onLimit: "abort"`.
+ *
+ * @example
+ * ```ts
+ * await withInProgress(msgs, work, policy, { onLimit: "abort" }).catch((err) => {
+ *   if (err instanceof HeartbeatLimitError) console.warn("write outlived its heartbeat budget");
+ * });
+ * ```
+ */
+export class HeartbeatLimitError extends Error {
+  /** Always `"HeartbeatLimitError"`. */
+  override readonly name = "HeartbeatLimitError";
+  /** The limit that was reached. */
+  readonly maxHeartbeats: number;
+
+  /**
+   * @param maxHeartbeats - the limit that was reached.
+   * @param options - standard error options (`cause`).
+   */
+  constructor(maxHeartbeats: number, options?: ErrorOptions) {
+    super(`InProgress heartbeat limit of ${maxHeartbeats} reached before the work finished`, options);
+    this.maxHeartbeats = maxHeartbeats;
+  }
+}
+
+/**
+ * The messages' connection is closed, so no frame could be sent: a heartbeat round failed for
+ * good, or a message was left unsettled (`MessageResult.settleError`). JetStream redelivers it
+ * after AckWait. The client's own `working()` and `ack()` raise nothing on a closed connection;
+ * the library asks the connection instead.
+ *
+ * @example
+ * ```ts
+ * const result = await ack.process(msgs, write);
+ * if (result.messages.some((r) => r.settleError instanceof ConnectionClosedError)) await reconnectAndRestart();
+ * ```
+ */
+export class ConnectionClosedError extends Error {
+  /** Always `"ConnectionClosedError"`. */
+  override readonly name = "ConnectionClosedError";
+
+  /** @param options - standard error options (`cause`). */
+  constructor(options?: ErrorOptions) {
+    super("closed connection: no frame can be sent", options);
+  }
+}
+
+/**
+ * The messages' connection is open but between connections: the client drops what is
+ * published then, without an error. A heartbeat round counts such a beat as failed (the lease
+ * is not extended); an ACK of a committed message is held until the reconnect, and carries this
+ * error in `MessageResult.settleError` only when the lease, or the bound of a shutdown that
+ * began meanwhile, ran out first (expect a redelivery). A held ACK whose connection closes is
+ * reported `left` with a {@link ConnectionClosedError}.
+ *
+ * @example
+ * ```ts
+ * const unsent = result.messages.filter((r) => r.settleError instanceof DisconnectedError).length;
+ * if (unsent > 0) log.warn(`${unsent} committed messages will be redelivered`);
+ * ```
+ */
+export class DisconnectedError extends Error {
+  /** Always `"DisconnectedError"`. */
+  override readonly name = "DisconnectedError";
+
+  /** @param options - standard error options (`cause`). */
+  constructor(options?: ErrorOptions) {
+    super("disconnected: frames published before the client reconnects are dropped", options);
+  }
+}
+
+recognise(LeaseExpiredError, "LeaseExpiredError");
+recognise(HeartbeatLimitError, "HeartbeatLimitError");
+recognise(ConnectionClosedError, "ConnectionClosedError");
+recognise(DisconnectedError, "DisconnectedError");

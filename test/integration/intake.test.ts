@@ -1,0 +1,338 @@
+/**
+ * The loops' intake on a real nats-server: pulls are never cut short, nothing is held that
+ * cannot start, a shutdown keeps the leases of draining writes and returns on time, and the
+ * frames a loop owes are flushed before it returns. A second worker pulling the same durable is
+ * the proof a lease was kept: it receives nothing.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { jetstream, type JsMsg } from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/transport-node";
+import {
+  CommitThenAck,
+  ConsumerPolicyError,
+  InMemoryMetrics,
+  MetricNames,
+  verifyInProgressPolicy,
+  type BatchResult,
+  type RunErrorContext,
+} from "../../src/index.js";
+import { AckSpy } from "../helpers/ack-spy.js";
+import { consumerInfo, createFixture, eventually, publish } from "../helpers/jetstream.js";
+import { startRival } from "../helpers/rival.js";
+import { startCluster, type NatsCluster } from "../helpers/nats-server.js";
+import { useServer } from "../helpers/server-fixture.js";
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * A steady trickle from another connection: bursts of ten plain publishes every `everyMs` until
+ * stopped, so pulls keep ending partial while the server is delivering. The stream is new, so
+ * the sequences are 1 ..= n.
+ */
+async function trickle(connect: () => Promise<NatsConnection>, subject: string, everyMs: number): Promise<{ readonly seqs: () => number[]; stop(): Promise<void> }> {
+  const nc = await connect();
+  let n = 0;
+  let stopping = false;
+  const done = (async () => {
+    while (!stopping) {
+      for (let k = 0; k < 10; k++) nc.publish(subject, `t-${++n}`);
+      await sleep(everyMs);
+    }
+    await nc.flush();
+    await nc.close();
+  })();
+  return {
+    seqs: () => Array.from({ length: n }, (_, i) => i + 1),
+    async stop() {
+      stopping = true;
+      await done;
+    },
+  };
+}
+
+/** Counts writes per stream sequence. */
+class Writes {
+  readonly count = new Map<number, number>();
+  add(msgs: readonly JsMsg[]): void {
+    for (const m of msgs) this.count.set(m.seq, (this.count.get(m.seq) ?? 0) + 1);
+  }
+  twice(): number[] {
+    return [...this.count].filter(([, n]) => n > 1).map(([s]) => s);
+  }
+}
+
+/**
+ * A steady trickle into `run` with long pulls, max_deliver 1 and heartbeats every `intervalMs`:
+ * every message must be written exactly once (a message handed to a pull the loop cut short
+ * would be lost on its only delivery).
+ */
+async function trickleIntoLongPulls(nc: NatsConnection, connect: () => Promise<NatsConnection>, intervalMs: number, replicas = 1): Promise<void> {
+  const f = await createFixture(nc, { ackWaitMs: 2000, maxDeliver: 1, replicas });
+  const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, { inProgress: { enabled: true, intervalMs, maxHeartbeats: 50 } });
+  const writes = new Writes();
+  const results: BatchResult[] = [];
+  const errors: Array<[unknown, RunErrorContext]> = [];
+  const shutdown = new AbortController();
+  const running = ack.run(
+    await f.js.consumers.get(f.stream, f.consumer),
+    async (msgs) => {
+      writes.add(msgs);
+      await sleep(15);
+    },
+    { batchSize: 1000, expiresMs: 30_000, concurrency: 2, signal: shutdown.signal, onBatch: (r) => results.push(r), onError: (e, c) => errors.push([e, c]) },
+  );
+  const t = await trickle(connect, f.subject, 5);
+  await sleep(4000);
+  await t.stop();
+  const seqs = t.seqs();
+  await eventually(async () => {
+    const info = await consumerInfo(f);
+    return info.num_pending === 0 && info.num_ack_pending === 0;
+  }, "every message delivered and settled", 20_000);
+  shutdown.abort();
+  await running;
+  expect(writes.twice()).toEqual([]);
+  expect(seqs.filter((s) => !writes.count.has(s))).toEqual([]);
+  expect(results.reduce((n, r) => n + r.acked, 0)).toBe(seqs.length);
+  expect(results.every((r) => r.exhausted === 0 && r.left === 0 && r.abandoned === 0)).toBe(true);
+  // expiresMs 30 s is above the lease bound: clamped, and said so.
+  const clamped = errors.find(([e]) => e instanceof ConsumerPolicyError && e.reason === "pull_expiry_clamped");
+  expect(clamped?.[1].during).toBe("start");
+  const info = await consumerInfo(f);
+  expect(info.num_redelivered).toBe(0);
+  expect(info.delivered.stream_seq).toBe(seqs.length);
+  // The consumer's own count of deliveries: one per message.
+  expect(info.delivered.consumer_seq).toBe(seqs.length);
+}
+
+describe("intake on a real nats-server", () => {
+  const fx = useServer();
+
+  for (const intervalMs of [20, 300, 1000]) {
+    it(`a steady trickle into long pulls (heartbeats every ${intervalMs} ms, max_deliver 1): every message written once, none lost`, async () => {
+      await trickleIntoLongPulls(fx.nc, () => fx.srv.connect(), intervalMs);
+    });
+  }
+
+  it("a graceful shutdown mid-write keeps the lease: another worker pulling the same durable receives nothing, the commit is acked once", async () => {
+    const f = await createFixture(fx.nc, { ackWaitMs: 1000 });
+    const rivalConn = await fx.srv.connect();
+    await using spy = await AckSpy.start(fx.spyConn, f.stream);
+    const seqs = await publish(f, 3);
+    const policy = { enabled: true, intervalMs: 300, maxHeartbeats: 30, shutdownTimeoutMs: 5000 };
+    const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, { inProgress: policy });
+    const shutdown = new AbortController();
+    const results: BatchResult[] = [];
+    let aborted = false;
+    let started!: () => void;
+    const writing = new Promise<void>((r) => (started = r));
+    const running = ack.run(
+      await f.js.consumers.get(f.stream, f.consumer),
+      async (_msgs, ctx) => {
+        started();
+        // A driver call without cancellation: it notices the abort but finishes its commit.
+        await sleep(3000);
+        aborted = ctx.signal.aborted;
+      },
+      { batchSize: 3, signal: shutdown.signal, onBatch: (r) => results.push(r) },
+    );
+    await writing;
+    const rival = await startRival(jetstream(rivalConn), f.stream, f.consumer);
+    await sleep(300);
+    shutdown.abort();
+    await running;
+    await rival.stop();
+    await rivalConn.close();
+    expect(aborted).toBe(true);
+    expect(rival.received).toEqual([]);
+    expect(results).toHaveLength(1);
+    expect(results[0]).toMatchObject({ outcome: "acked", acked: 3, leaseLost: false });
+    expect(results[0]!.heartbeats).toBeGreaterThanOrEqual(8);
+    await fx.drain();
+    for (const seq of seqs) expect(spy.forSequence(seq).filter((x) => x.kind !== "+WPI").map((x) => x.kind)).toEqual(["+ACK"]);
+  });
+
+  it("a lease lost after the shutdown began is reported (leaseLost: true), whatever aborted first", async () => {
+    const f = await createFixture(fx.nc, { ackWaitMs: 1000 });
+    await publish(f, 1);
+    // Two beats, then the lease runs out while the write drains after the shutdown.
+    const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, { inProgress: { enabled: true, intervalMs: 300, maxHeartbeats: 2, shutdownTimeoutMs: 5000 } });
+    const shutdown = new AbortController();
+    const results: BatchResult[] = [];
+    let started!: () => void;
+    const writing = new Promise<void>((r) => (started = r));
+    const running = ack.run(
+      await f.js.consumers.get(f.stream, f.consumer),
+      async () => {
+        started();
+        await sleep(2500);
+      },
+      { batchSize: 1, signal: shutdown.signal, onBatch: (r) => results.push(r) },
+    );
+    await writing;
+    shutdown.abort();
+    await running;
+    expect(results[0]).toMatchObject({ outcome: "acked", leaseLost: true });
+    expect(results[0]!.messages[0]!.leaseLost).toBe(true);
+  });
+
+  it("a write that never settles: run returns within its bound, and its message gets no frame while it runs", async () => {
+    const f = await createFixture(fx.nc, { ackWaitMs: 5000 });
+    await using spy = await AckSpy.start(fx.spyConn, f.stream);
+    const [seq] = await publish(f, 1);
+    const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, { inProgress: { enabled: true, intervalMs: 1000, shutdownTimeoutMs: 1000 } });
+    const shutdown = new AbortController();
+    const results: BatchResult[] = [];
+    let started!: () => void;
+    const writing = new Promise<void>((r) => (started = r));
+    const never = new Promise<void>(() => undefined);
+    const running = ack.run(
+      await f.js.consumers.get(f.stream, f.consumer),
+      async () => {
+        started();
+        await never;
+      },
+      { batchSize: 1, signal: shutdown.signal, onBatch: (r) => results.push(r) },
+    );
+    await writing;
+    const t0 = performance.now();
+    shutdown.abort();
+    await running;
+    const tookMs = performance.now() - t0;
+    // expiry (no pull open) + 2 × shutdownTimeoutMs + a flush, with room for a busy machine.
+    expect(tookMs).toBeLessThan(4500);
+    expect(results[0]).toMatchObject({ outcome: "abandoned", abandoned: 1, acked: 0 });
+    expect(ack.abandoned).toBe(1);
+    await fx.drain();
+    expect(spy.forSequence(seq!).filter((x) => x.kind !== "+WPI")).toEqual([]);
+  });
+
+  it("runEach: a handler that never settles does not hang the loop either", async () => {
+    const f = await createFixture(fx.nc, { ackWaitMs: 5000 });
+    await publish(f, 2);
+    const ack = new CommitThenAck({ inProgress: verifyInProgressPolicy({ enabled: false, shutdownTimeoutMs: 1000 }, undefined) });
+    const shutdown = new AbortController();
+    let started = 0;
+    const running = ack.runEach(await f.js.consumers.get(f.stream, f.consumer), () => {
+      started += 1;
+      return new Promise(() => undefined);
+    }, { concurrency: 2, signal: shutdown.signal });
+    await eventually(() => started === 2, "both handlers running");
+    const t0 = performance.now();
+    shutdown.abort();
+    await running;
+    expect(performance.now() - t0).toBeLessThan(4500);
+    expect(ack.abandoned).toBe(2);
+  });
+
+  it("runEach pulls only for free handlers: none waits for one, none is written twice or exhausted without an attempt (max_deliver 2)", async () => {
+    const f = await createFixture(fx.nc, { ackWaitMs: 1000, maxDeliver: 2 });
+    const seqs = await publish(f, 8);
+    // One beat only: a message that waited for a handler would lose its lease while waiting.
+    const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, { inProgress: { enabled: true, intervalMs: 700, maxHeartbeats: 1 } });
+    const handled = new Map<number, number[]>();
+    const results: BatchResult[] = [];
+    let running = 0;
+    let most = 0;
+    const shutdown = new AbortController();
+    const loop = ack.runEach(
+      await f.js.consumers.get(f.stream, f.consumer),
+      async (m) => {
+        running += 1;
+        most = Math.max(most, running);
+        handled.set(m.seq, [...(handled.get(m.seq) ?? []), m.info.deliveryCount]);
+        await sleep(1000);
+        running -= 1;
+      },
+      { concurrency: 2, batchSize: 20, signal: shutdown.signal, onResult: (r) => results.push(r) },
+    );
+    await eventually(() => results.length === 8, "eight results", 20_000);
+    shutdown.abort();
+    await loop;
+    expect(most).toBe(2);
+    expect([...handled.keys()].sort((a, b) => a - b)).toEqual(seqs);
+    // The delivery counts the worker saw: every message handled once, on its first delivery.
+    expect([...handled.values()].every((d) => d.length === 1 && d[0] === 1)).toBe(true);
+    expect(results.every((r) => r.outcome === "acked" && !r.leaseLost)).toBe(true);
+  });
+
+  it("a fresh instance (no AckWait known to it), heartbeats off, expiresMs 10 s: one message is written once, not redelivered into the open pull", async () => {
+    const f = await createFixture(fx.nc, { ackWaitMs: 2000 });
+    await publish(f, 1);
+    const ack = new CommitThenAck();
+    const writes = new Writes();
+    const errors: unknown[] = [];
+    const shutdown = new AbortController();
+    const running = ack.run(await f.js.consumers.get(f.stream, f.consumer), async (msgs) => writes.add(msgs), {
+      expiresMs: 10_000,
+      signal: shutdown.signal,
+      onError: (e) => errors.push(e),
+    });
+    await eventually(() => writes.count.size === 1, "the message written");
+    await sleep(2500);
+    shutdown.abort();
+    await running;
+    expect([...writes.count.values()]).toEqual([1]);
+    // The AckWait learnt from the consumer bounds the pull: 2000 / 4 is below the client's minimum.
+    expect(errors.some((e) => e instanceof ConsumerPolicyError && e.reason === "pull_expiry_clamped" && /1000 ms/.test(e.message))).toBe(true);
+  });
+
+  it("run resolves only after its last ACKs reached the server (consumer info from another connection, at once)", async () => {
+    const other = await fx.srv.connect();
+    try {
+      for (let round = 0; round < 8; round++) {
+        const f = await createFixture(fx.nc, { ackWaitMs: 30_000 });
+        await publish(f, 50);
+        const ack = new CommitThenAck();
+        const shutdown = new AbortController();
+        let seen = 0;
+        await ack.run(await f.js.consumers.get(f.stream, f.consumer), async (msgs) => {
+          seen += msgs.length;
+          if (seen >= 50) shutdown.abort();
+        }, { batchSize: 50, signal: shutdown.signal });
+        const info = await (await import("@nats-io/jetstream")).jetstreamManager(other).then((jsm) => jsm.consumers.info(f.stream, f.consumer));
+        expect(info.num_ack_pending).toBe(0);
+        expect(info.ack_floor.stream_seq).toBe(50);
+      }
+    } finally {
+      await other.close();
+    }
+  });
+
+  it("metrics: messages held before their write are beaten (in_progress_held_beats_total)", async () => {
+    const f = await createFixture(fx.nc, { ackWaitMs: 1000 });
+    const metrics = new InMemoryMetrics();
+    const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, { inProgress: { enabled: true, intervalMs: 200 }, metrics });
+    const writes = new Writes();
+    const shutdown = new AbortController();
+    const running = ack.run(await f.js.consumers.get(f.stream, f.consumer), async (msgs) => writes.add(msgs), {
+      batchSize: 100,
+      expiresMs: 1000,
+      signal: shutdown.signal,
+    });
+    await sleep(100);
+    // Arrives in an open pull that ends 1 s later, longer than the heartbeat interval.
+    await publish(f, 1);
+    await eventually(() => writes.count.size === 1, "the message written");
+    shutdown.abort();
+    await running;
+    expect(metrics.snapshot().counters[MetricNames.IN_PROGRESS_HELD_BEATS_TOTAL] ?? 0).toBeGreaterThanOrEqual(1);
+  });
+});
+
+describe("intake on a 3-node cluster (R3 stream and consumer)", () => {
+  let cluster: NatsCluster;
+  let nc: NatsConnection;
+  beforeAll(async () => {
+    cluster = await startCluster();
+    nc = await cluster.connect();
+  });
+  afterAll(async () => {
+    await nc?.close();
+    await cluster?.dispose();
+  });
+
+  it("a steady trickle into long pulls (heartbeats every 300 ms, max_deliver 1): every message written once, none lost", async () => {
+    await trickleIntoLongPulls(nc, () => cluster.connect(), 300, 3);
+  });
+});
