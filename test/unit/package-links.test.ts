@@ -23,6 +23,7 @@ interface CheckPackage {
   missingExamples(markdown: string, files: readonly string[]): string[];
   unresolvedImports(from: string, source: string, files: readonly string[]): Array<{ from: string; specifier: string }>;
   packageProblems(files: readonly string[], read: (path: string) => string): string[];
+  loadProblems(names: { cjs: Record<string, string[] | string>; esm: Record<string, string[] | string> }): string[];
 }
 
 const root = join(import.meta.dirname, "..", "..");
@@ -91,7 +92,36 @@ describe("link checker", () => {
   });
 });
 
+describe("loading the packed entry points", () => {
+  const entries = ["jetstream-inprogress", "jetstream-inprogress/prometheus", "jetstream-inprogress/opentelemetry"];
+  const same = (names: string[]) => Object.fromEntries(entries.map((e) => [e, names]));
+
+  it("passes when require() and import see the same names", () => {
+    expect(check.loadProblems({ cjs: same(["CommitThenAck", "withInProgress"]), esm: same(["CommitThenAck", "withInProgress"]) })).toEqual([]);
+  });
+
+  it("fails when an entry does not load, has no exports, or differs between require() and import", () => {
+    const cjs = { ...same(["CommitThenAck", "withInProgress"]), "jetstream-inprogress/prometheus": "Cannot find module './dist/prometheus.cjs'" };
+    const esm = { ...same(["CommitThenAck"]), "jetstream-inprogress/opentelemetry": [] };
+    expect(check.loadProblems({ cjs, esm })).toEqual([
+      "jetstream-inprogress: require() and import see different names (only require: withInProgress; only import: -)",
+      "require() of jetstream-inprogress/prometheus failed: Cannot find module './dist/prometheus.cjs'",
+      "import of jetstream-inprogress/opentelemetry gave no exports",
+    ]);
+  });
+
+  it("fails when the root entry has no CommitThenAck", () => {
+    expect(check.loadProblems({ cjs: same(["withInProgress"]), esm: same(["withInProgress"]) })).toEqual(["jetstream-inprogress does not export CommitThenAck"]);
+  });
+});
+
 describe("this package", () => {
+  it("packing builds it first: a fresh clone has no dist/ to ship", () => {
+    const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { scripts: Record<string, string>; files: string[] };
+    expect(pkg.scripts["prepack"]).toBe("npm run build");
+    expect(pkg.files).toContain("dist");
+  });
+
   it("its README and docs pages link only to files it ships, and every example the README names ships", () => {
     const out = execFileSync("npm", ["pack", "--dry-run", "--json", "--ignore-scripts"], { cwd: root, encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] });
     const [packed] = JSON.parse(out) as Array<{ files: Array<{ path: string }> }>;
