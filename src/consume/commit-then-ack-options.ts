@@ -120,7 +120,7 @@ const PROCESS_KEYS = ["signal", "receivedAt"] as const;
 
 /** Checks the options of a `CommitThenAck`; throws a `TypeError` naming the option and the fix. */
 export function validateOptions(options: unknown): CommitThenAckOptions {
-  const o = readOptionKeys("CommitThenAck options", options, COMMIT_THEN_ACK_KEYS) as CommitThenAckOptions;
+  const o = readOptionKeys("CommitThenAck options", options, COMMIT_THEN_ACK_KEYS, "constructor") as CommitThenAckOptions;
   const ip = o.inProgress as unknown;
   if (ip !== undefined && !isVerifiedPolicy(ip) && !(typeof ip === "object" && ip !== null && (ip as { enabled?: unknown }).enabled === false)) {
     throw new TypeError(
@@ -175,7 +175,7 @@ export function validateOptions(options: unknown): CommitThenAckOptions {
 
 /** Checks the per-call options of `process`. */
 export function validateProcessOptions(options: unknown): ProcessOptions {
-  const o = readOptionKeys("process options", options, PROCESS_KEYS) as ProcessOptions;
+  const o = readOptionKeys("process options", options, PROCESS_KEYS, "process") as ProcessOptions;
   if (o.signal !== undefined && !(o.signal instanceof AbortSignal)) throw new TypeError("process options.signal must be an AbortSignal");
   return o;
 }
@@ -199,7 +199,7 @@ function validateDeadLetter(value: unknown): void {
 }
 
 function validateHeartbeat(value: unknown): void {
-  const h = readOptionKeys("options.heartbeat", value, ["onLimit", "confirm", "requireProgress"]) as Record<string, unknown>;
+  const h = readOptionKeys("options.heartbeat", value, ["onLimit", "confirm", "requireProgress"], "heartbeat") as Record<string, unknown>;
   if (h["onLimit"] !== undefined && h["onLimit"] !== "continue" && h["onLimit"] !== "abort") {
     throw new TypeError(`options.heartbeat.onLimit must be "continue" or "abort", got ${JSON.stringify(h["onLimit"])}`);
   }

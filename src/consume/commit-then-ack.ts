@@ -145,7 +145,7 @@ export class CommitThenAck {
       // A JetStream client (jetstream(nc)) or a core connection has no consumers.info: say so, not "grant permission".
       throw new TypeError("jsm must be a JetStream manager (await jetstreamManager(nc)), not a JetStream client or a connection");
     }
-    const { inProgress, ackWaitMs, ...rest } = readOptionKeys("forConsumer options", options, FOR_CONSUMER_KEYS) as ForConsumerOptions;
+    const { inProgress, ackWaitMs, ...rest } = readOptionKeys("forConsumer options", options, FOR_CONSUMER_KEYS, "forConsumer") as ForConsumerOptions;
     // Every option is checked before the first request: a typo fails at once, not after I/O.
     validateOptions(rest);
     if (ackWaitMs !== undefined && !(typeof ackWaitMs === "number" && Number.isFinite(ackWaitMs) && ackWaitMs > 0)) {
