@@ -181,7 +181,7 @@ export function validateProcessOptions(options: unknown): ProcessOptions {
 }
 
 function validateDeadLetter(value: unknown): void {
-  const d = readOptionKeys("options.deadLetter", value, ["js", "subject", "timeoutMs"]) as { js?: unknown; subject?: unknown; timeoutMs?: unknown };
+  const d = readOptionKeys("options.deadLetter", value, ["js", "subject", "timeoutMs", "headers"]) as { js?: unknown; subject?: unknown; timeoutMs?: unknown; headers?: unknown };
   const js = d.js as { publish?: unknown; subscribe?: unknown; flush?: unknown } | null | undefined;
   if (!js || typeof js !== "object" || typeof js.publish !== "function") {
     throw new TypeError("options.deadLetter.js must be a JetStream client (jetstream(nc)): its publish waits for the stream's ack");
@@ -195,6 +195,11 @@ function validateDeadLetter(value: unknown): void {
   }
   if (d.timeoutMs !== undefined && !isIntegerIn(d.timeoutMs, 1, 60_000)) {
     throw new TypeError(`options.deadLetter.timeoutMs must be an integer in 1 ..= 60000, got ${String(d.timeoutMs)}`);
+  }
+  if (d.headers !== undefined && typeof d.headers !== "function") {
+    throw new TypeError(
+      `options.deadLetter.headers must be a function (msg, error) => ({ name: value }), got ${d.headers === null ? "null" : typeof d.headers}: it is called for each copy, so the headers can depend on the message and its error`,
+    );
   }
 }
 
