@@ -23,7 +23,7 @@ import { emptyResult } from "../settle/summarize.js";
 import { nextBatchId } from "../telemetry/diagnostics.js";
 import { MetricNames } from "../telemetry/metric-names.js";
 import { MetricsRecorder } from "../telemetry/metrics-recorder.js";
-import { TraceRecorder } from "../telemetry/tracing.js";
+import { TraceRecorder, type TracedBatch } from "../telemetry/tracing.js";
 import {
   FOR_CONSUMER_KEYS,
   validateOptions,
@@ -206,16 +206,16 @@ export class CommitThenAck {
     const o = validateProcessOptions(options);
     const base = this.#signal.child();
     try {
-      return await this.#process([...msgs], write, combineSignals(base.signal, o.signal), o.receivedAt);
+      return await this.#process([...msgs], write, combineSignals(base.signal, o.signal), o.receivedAt, "process");
     } finally {
       base.release();
     }
   }
 
-  async #process(list: readonly JsMsg[], write: BatchWrite, signal: AbortSignal | undefined, receivedAt: ProcessOptions["receivedAt"]): Promise<BatchResult> {
+  async #process(list: readonly JsMsg[], write: BatchWrite, signal: AbortSignal | undefined, receivedAt: ProcessOptions["receivedAt"], origin: TracedBatch["origin"]): Promise<BatchResult> {
     if (list.length === 0) return emptyResult();
     const batchId = nextBatchId();
-    const trace = this.#startTrace(list);
+    const trace = this.#startTrace(list, origin);
     const started = performance.now();
     let ctx: WorkContext | undefined;
     let result: unknown;
@@ -286,7 +286,7 @@ export class CommitThenAck {
   }
 
   /** The trace of one batch, named after the stream and consumer its messages came from. */
-  #startTrace(list: readonly JsMsg[]): TraceRecorder {
+  #startTrace(list: readonly JsMsg[], origin: TracedBatch["origin"]): TraceRecorder {
     const tracing = this.#options.tracing;
     if (tracing === undefined) return TraceRecorder.NONE;
     const info = deliveryInfo(list[0]!);
@@ -294,6 +294,7 @@ export class CommitThenAck {
       stream: info?.stream ?? this.#binding?.stream,
       consumer: info?.consumer ?? this.#binding?.consumer,
       messages: list,
+      origin,
     });
   }
 
@@ -355,7 +356,7 @@ export class CommitThenAck {
       await runBatches(loop.settings, {
         ...loop.context,
         waitAfterFirstMs: this.#partialBatchWaitMs(),
-        process: (msgs, receivedAt, signal) => this.#process(msgs, tracked, signal, receivedAt),
+        process: (msgs, receivedAt, signal) => this.#process(msgs, tracked, signal, receivedAt, "run"),
       });
     } finally {
       await tracker.idle();
@@ -414,6 +415,7 @@ export class CommitThenAck {
             },
             signal,
             () => at,
+            "runEach",
           ),
       });
     } finally {
