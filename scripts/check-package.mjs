@@ -99,13 +99,13 @@ export function missingExamples(markdown, files) {
 }
 
 /**
- * Relative imports of a shipped source file (`from`) that do not resolve inside the tarball:
- * a `.js` specifier may stand for the `.ts` source.
+ * Relative imports (and `require()` calls) of a shipped source file (`from`) that do not
+ * resolve inside the tarball: a `.js` specifier may stand for the `.ts` source.
  */
 export function unresolvedImports(from, source, files) {
   const present = new Set(files);
   const missing = [];
-  for (const m of source.matchAll(/(?:\bfrom\s*|\bimport\s*\(?\s*)["'](\.{1,2}\/[^"']+)["']/g)) {
+  for (const m of source.matchAll(/(?:\bfrom\s*|\bimport\s*\(?\s*|\brequire\s*\(\s*)["'](\.{1,2}\/[^"']+)["']/g)) {
     const resolved = posix.normalize(posix.join(posix.dirname(from), m[1]));
     const candidates = [resolved, resolved.replace(/\.js$/, ".ts"), resolved.replace(/\.mjs$/, ".mts")];
     if (resolved.startsWith("../") || !candidates.some((c) => present.has(c))) missing.push({ from, specifier: m[1] });

@@ -80,10 +80,12 @@ describe("link checker", () => {
     expect(check.unresolvedImports("examples/demo.ts", demo, [...FILES, "examples/demo.ts"])).toEqual([
       { from: "examples/demo.ts", specifier: "../test/helpers/nats-server.js" },
     ]);
+    const cjs = 'const { x } = require("jetstream-inprogress");\nconst helper = require("./helper.cjs");\nconst ok = require("./with-in-progress.js");';
+    expect(check.unresolvedImports("examples/worker.cjs", cjs, FILES)).toEqual([{ from: "examples/worker.cjs", specifier: "./helper.cjs" }]);
   });
 
   it("only the build, the top-level texts, docs pages and examples may ship", () => {
-    expect(check.unexpectedFiles([...FILES, "docs/api/index.html", "src/index.ts", "test/unit/x.test.ts", "examples/demo.ts", ".env"])).toEqual([
+    expect(check.unexpectedFiles([...FILES, "examples/commonjs-worker.cjs", "docs/api/index.html", "src/index.ts", "test/unit/x.test.ts", "examples/demo.ts", ".env"])).toEqual([
       "docs/api/index.html",
       "src/index.ts",
       "test/unit/x.test.ts",
@@ -127,6 +129,7 @@ describe("this package", () => {
     const [packed] = JSON.parse(out) as Array<{ files: Array<{ path: string }> }>;
     const paths = (packed?.files ?? []).map((f) => f.path);
     expect(paths).toContain("docs/runbook.md");
+    expect(paths).toContain("examples/commonjs-worker.cjs");
     expect(paths.some((p) => p.startsWith("docs/api/"))).toBe(false);
     const problems = check.packageProblems(
       paths.filter((p) => !p.startsWith("dist/")),
