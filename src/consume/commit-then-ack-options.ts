@@ -27,9 +27,17 @@ import type { Tracing } from "../telemetry/tracing.js";
  * ```
  */
 export interface CommitThenAckOptions {
-  /** The heartbeat policy (verified), or `{ enabled: false }`; default disabled. */
+  /**
+   * The InProgress heartbeat policy: one returned by `verifyInProgressPolicy` (checked against
+   * the consumer's AckWait), or `{ enabled: false }`. Default disabled: no `+WPI` is ever sent.
+   * `CommitThenAck.forConsumer` takes the plain fields and verifies them for you.
+   */
   readonly inProgress?: VerifiedInProgressPolicy | DisabledInProgressPolicy;
-  /** Where metrics go. */
+  /**
+   * Where the metrics go (`MetricNames`): `new InMemoryMetrics()`, `prometheusMetrics()` or
+   * `openTelemetryMetrics()`, or a `MetricsSink` of your own. A sink that throws never breaks
+   * a write. Default: none recorded.
+   */
   readonly metrics?: MetricsSink;
   /**
    * Where traces go: one span per batch (per message under `runEach`), for example
@@ -54,9 +62,16 @@ export interface CommitThenAckOptions {
    * having deliveries left).
    */
   readonly maxDeliver?: number;
-  /** Cancels everything this instance runs (shutdown). */
+  /**
+   * Shuts down everything this instance runs: the loops stop pulling, writes in flight see
+   * `ctx.signal` abort and get up to the policy's `shutdownTimeoutMs` to finish. Combined with
+   * each call's own `signal`.
+   */
   readonly signal?: AbortSignal;
-  /** Opt-in confirmed ACKs (waits for the server, retries on timeout). */
+  /**
+   * Opt-in confirmed ACKs: each `+ACK` is sent as a request and waited for, retried on timeout
+   * (`{ timeoutMs, retries }`). Needs `connection`. Default off: an ACK is fire-and-forget.
+   */
   readonly confirmAck?: ConfirmAckOptions;
   /**
    * The connection the messages arrive on. Used to read the server version (Term reasons on
@@ -64,11 +79,22 @@ export interface CommitThenAckOptions {
    * Without it, each message's own connection is used.
    */
   readonly connection?: Pick<NatsConnection, "request" | "isClosed" | "info">;
-  /** Heartbeat fine-tuning passed to `withInProgress`. */
+  /**
+   * Heartbeat fine-tuning, as in `withInProgress`: `onLimit` (`"continue"`, default, or
+   * `"abort"` at `maxHeartbeats`), `confirm` (server-confirmed beats) and `requireProgress`
+   * (beat only after `ctx.progress()`). The interval and limits belong in `inProgress`.
+   */
   readonly heartbeat?: Pick<WithInProgressOptions, "onLimit" | "confirm" | "requireProgress">;
-  /** The consumer's timing, for BackOff-correct NAK delays (set by `forConsumer`). */
+  /**
+   * The consumer's timing (`consumerTimingFromConfig(info)`), so NAK delays can be corrected
+   * for its BackOff and a held ACK knows its AckWait. `forConsumer` reads it from the server.
+   */
   readonly timing?: ConsumerTiming;
-  /** BackOff handling of NAK delays; default the policy's mode, else `reject` (delays sent as is). */
+  /**
+   * BackOff handling: `"aware"` corrects NAK delays for the consumer's BackOff, `"reject"`
+   * sends them as asked. Default the verified policy's mode, else `"reject"`; with
+   * `forConsumer` it is also the mode the policy is verified in.
+   */
   readonly backOff?: BackOffMode;
 }
 
@@ -83,12 +109,19 @@ export interface CommitThenAckOptions {
  */
 export interface ForConsumerOptions extends Omit<CommitThenAckOptions, "inProgress" | "timing" | "maxDeliver"> {
   /**
-   * The policy to verify against the consumer's effective AckWait and BackOff (plain fields, or
-   * a policy verified earlier, whose fields are checked again against this consumer); default
-   * disabled.
+   * The InProgress heartbeat policy, verified here against the consumer's effective AckWait and
+   * BackOff: `{ enabled: true, intervalMs, maxHeartbeats, shutdownTimeoutMs }`, missing fields
+   * taking their defaults; a policy verified earlier is accepted too (checked again against
+   * this consumer). Default disabled. An unsafe one fails with `ConsumerPolicyError`
+   * (`policy_violation`) before anything is fetched.
    */
-  readonly inProgress?: Partial<InProgressPolicy> | VerifiedInProgressPolicy;
-  /** The AckWait the host expects; a different server value fails closed (drift). */
+  // Partial<InProgressPolicy> alone (a verified policy is one): a union would hide the fields' docs from editors.
+  readonly inProgress?: Partial<InProgressPolicy>;
+  /**
+   * The AckWait the host expects, in milliseconds: when the consumer's differs (someone
+   * changed it), `forConsumer` fails closed with `ConsumerPolicyError` (`ack_wait_drift`).
+   * Default: whatever the consumer has.
+   */
   readonly ackWaitMs?: number;
 }
 
@@ -101,9 +134,13 @@ export interface ForConsumerOptions extends Omit<CommitThenAckOptions, "inProgre
  * ```
  */
 export interface ProcessOptions {
-  /** Cancels this batch (combined with the instance's signal). */
+  /** Cancels this batch (combined with the instance's signal): `ctx.signal` aborts, nothing is acknowledged that did not commit. */
   readonly signal?: AbortSignal;
-  /** When the messages were received; see `WithInProgressOptions.receivedAt`. */
+  /**
+   * When the messages were received (epoch ms, a `Date`, or a function per message). JetStream
+   * counts AckWait from delivery, so time spent before the write brings the first beat
+   * forward. Default: now.
+   */
   readonly receivedAt?: WithInProgressOptions["receivedAt"];
 }
 
