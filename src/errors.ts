@@ -33,7 +33,7 @@ function recognise(cls: abstract new (...args: never[]) => Error, kind: string):
 }
 
 /**
- * Stable violation codes; see the README's table.
+ * Stable violation codes; see the table in docs/api-guide.md.
  *
  * @example
  * ```ts

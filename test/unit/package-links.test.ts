@@ -130,6 +130,10 @@ describe("this package", () => {
     const paths = (packed?.files ?? []).map((f) => f.path);
     expect(paths).toContain("docs/runbook.md");
     expect(paths).toContain("examples/commonjs-worker.cjs");
+    expect(paths).toContain("docs/api-guide.md");
+    // About the source checkout, which the package does not contain: kept in the repository only.
+    expect(paths).not.toContain("docs/architecture.md");
+    expect(paths).not.toContain("docs/development.md");
     expect(paths.some((p) => p.startsWith("docs/api/"))).toBe(false);
     const problems = check.packageProblems(
       paths.filter((p) => !p.startsWith("dist/")),
