@@ -1,5 +1,6 @@
 /**
- * A write that outlasts AckWait, kept alive with bounded InProgress heartbeats.
+ * A write that outlasts AckWait, kept alive with bounded InProgress heartbeats while another
+ * worker pulls from the same consumer and gets nothing.
  * Run: NATS_URL=nats://127.0.0.1:4222 npx tsx examples/with-in-progress.ts
  */
 import { AckPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream";
@@ -26,14 +27,21 @@ try {
   const batch = [];
   for await (const m of await consumer.fetch({ max_messages: 1, expires: 1_000 })) batch.push(m);
   const receivedAt = Date.now();
+  // Another worker pulls meanwhile: without heartbeats it would get the message after 2 s.
+  const stolen: unknown[] = [];
+  const otherWorker = (async () => {
+    for await (const m of await consumer.fetch({ max_messages: 1, expires: 6_000 })) stolen.push(m);
+  })();
   // A slow but healthy write: 5 s, well past the 2 s AckWait.
   await withInProgress(batch, () => new Promise((resolve) => setTimeout(resolve, 5_000)), policy, { metrics, receivedAt });
   // Only after the write resolved; confirmed, so the consumer info below already shows it
   // (a flushed fire-and-forget ACK can still be queued on the server).
   for (const m of batch) await m.ackAck();
+  await otherWorker;
   const after = await jsm.consumers.info(stream, "writer");
   const beats = metrics.snapshot().counters[MetricNames.IN_PROGRESS_SUCCESSES_TOTAL] ?? 0;
   console.log(`heartbeats sent: ${beats}`);
+  console.log(`the other worker got: ${stolen.length}`);
   console.log(`deliveries: ${after.delivered.consumer_seq}, redelivered: ${after.num_redelivered}, acked up to: ${after.ack_floor.stream_seq}`);
 } finally {
   await jsm.streams.delete(stream);

@@ -1,19 +1,48 @@
-// Checks the packed package as a consumer would get it: only the allowed files, every relative
-// link of the README and of the shipped docs/*.md pages resolving inside the tarball, every
-// example path the README names present, every relative import of a shipped example
-// resolvable, then publint (package.json, exports, files) and Are The Types Wrong (types
-// resolve for ESM and CommonJS, under node10/node16/bundler).
+// Checks the packed package as a consumer would get it. It packs as from a fresh clone (no
+// dist/: the prepack script must build it), then checks only the allowed files ship, every
+// relative link of the README and of the shipped docs/*.md pages resolves inside the tarball,
+// every example path the README names is present, every relative import of a shipped example
+// resolves, then publint (package.json, exports, files), Are The Types Wrong (types resolve
+// for ESM and CommonJS, under node10/node16/bundler), and finally loads every entry point of
+// the unpacked tarball with require() and with import, which must see the same names.
 //
 // The link and path checks are pure functions of the packed file list and the texts, exported
 // for the unit test; the checks run only when this file is the program.
 import { execFileSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, posix } from "node:path";
+import { join, posix, relative } from "node:path";
 import { pathToFileURL } from "node:url";
 
 /** What may be in the tarball: the build, the top-level texts, the docs pages and the examples. */
-const ALLOWED = /^(dist\/[^/].*|README\.md|CHANGELOG\.md|LICENSE|package\.json|docs\/[^/]+\.md|examples\/[^/]+\.ts)$/;
+const ALLOWED = /^(dist\/[^/].*|README\.md|CHANGELOG\.md|LICENSE|package\.json|docs\/[^/]+\.md|examples\/[^/]+\.(?:ts|cjs))$/;
+
+/** The entry points a consumer loads, by specifier. */
+const ENTRIES = ["jetstream-inprogress", "jetstream-inprogress/prometheus", "jetstream-inprogress/opentelemetry"];
+
+/** Peer dependencies the entry points load, linked from this checkout into the consumer's node_modules. */
+const PEERS = ["@nats-io", "@opentelemetry", "prom-client"];
+
+/**
+ * The problems of loading the entry points both ways: `names[format][entry]` is the sorted list
+ * of names `require()` (`cjs`) or `import` (`esm`) saw, or an error message string.
+ */
+export function loadProblems(names) {
+  const problems = [];
+  for (const entry of ENTRIES) {
+    const cjs = names.cjs[entry];
+    const esm = names.esm[entry];
+    for (const [format, got] of [["require()", cjs], ["import", esm]]) {
+      if (!Array.isArray(got)) problems.push(`${format} of ${entry} failed: ${String(got)}`);
+      else if (got.length === 0) problems.push(`${format} of ${entry} gave no exports`);
+    }
+    if (Array.isArray(cjs) && Array.isArray(esm) && cjs.length > 0 && esm.length > 0 && cjs.join() !== esm.join()) {
+      problems.push(`${entry}: require() and import see different names (only require: ${cjs.filter((n) => !esm.includes(n)).join(", ") || "-"}; only import: ${esm.filter((n) => !cjs.includes(n)).join(", ") || "-"})`);
+    }
+  }
+  if (Array.isArray(names.cjs[ENTRIES[0]]) && !names.cjs[ENTRIES[0]].includes("CommitThenAck")) problems.push(`${ENTRIES[0]} does not export CommitThenAck`);
+  return problems;
+}
 
 /** Paths in the tarball that are not allowed (`files` holds paths relative to the package root). */
 export function unexpectedFiles(files) {
@@ -70,13 +99,13 @@ export function missingExamples(markdown, files) {
 }
 
 /**
- * Relative imports of a shipped source file (`from`) that do not resolve inside the tarball:
- * a `.js` specifier may stand for the `.ts` source.
+ * Relative imports (and `require()` calls) of a shipped source file (`from`) that do not
+ * resolve inside the tarball: a `.js` specifier may stand for the `.ts` source.
  */
 export function unresolvedImports(from, source, files) {
   const present = new Set(files);
   const missing = [];
-  for (const m of source.matchAll(/(?:\bfrom\s*|\bimport\s*\(?\s*)["'](\.{1,2}\/[^"']+)["']/g)) {
+  for (const m of source.matchAll(/(?:\bfrom\s*|\bimport\s*\(?\s*|\brequire\s*\(\s*)["'](\.{1,2}\/[^"']+)["']/g)) {
     const resolved = posix.normalize(posix.join(posix.dirname(from), m[1]));
     const candidates = [resolved, resolved.replace(/\.js$/, ".ts"), resolved.replace(/\.mjs$/, ".mts")];
     if (resolved.startsWith("../") || !candidates.some((c) => present.has(c))) missing.push({ from, specifier: m[1] });
@@ -105,25 +134,60 @@ export function packageProblems(files, read) {
   return problems;
 }
 
+/** Every file under `dir`, as a path relative to it with `/` separators. */
+function walk(dir, base = dir) {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? walk(join(dir, e.name), base) : [relative(base, join(dir, e.name)).split("\\").join("/")],
+  );
+}
+
+/** Loads every entry point of the package installed under `project` both ways, in a fresh node. */
+function loadEntries(project) {
+  const script = (format) => `
+    const entries = ${JSON.stringify(ENTRIES)};
+    const out = {};
+    for (const e of entries) {
+      try { out[e] = Object.keys(${format === "cjs" ? "require(e)" : "await import(e)"}).filter((k) => k !== "default" && k !== "module.exports").sort(); }
+      catch (err) { out[e] = String(err && err.message || err).split("\\n")[0]; }
+    }
+    console.log(JSON.stringify(out));`;
+  const node = (args) => JSON.parse(execFileSync(process.execPath, args, { cwd: project, encoding: "utf8" }));
+  return { cjs: node(["-e", script("cjs")]), esm: node(["--input-type=module", "-e", script("esm")]) };
+}
+
 function main() {
+  const root = process.cwd();
   const dir = mkdtempSync(join(tmpdir(), "jsip-pack-"));
   const run = (cmd, args, options = {}) => execFileSync(cmd, args, { stdio: "inherit", ...options });
   try {
-    const out = execFileSync("npm", ["pack", "--json", "--pack-destination", dir], { encoding: "utf8" });
-    const [{ filename, files }] = JSON.parse(out);
+    // As from a fresh clone: no build output before packing, so prepack must make it.
+    rmSync(join(root, "dist"), { recursive: true, force: true });
+    // The build's own output goes to stdout too: the tarball is found on disk, not in the JSON.
+    execFileSync("npm", ["pack", "--pack-destination", dir], { stdio: ["ignore", "ignore", "inherit"] });
+    const filename = readdirSync(dir).find((f) => f.endsWith(".tgz"));
+    if (filename === undefined) throw new Error("npm pack made no tarball");
     const tarball = join(dir, filename);
-    const paths = files.map((f) => f.path);
-    console.log(`packed ${filename}: ${paths.length} files`);
     // Read the texts from the tarball itself, not from the working tree.
     const unpacked = join(dir, "unpacked");
     mkdirSync(unpacked);
     run("tar", ["-xzf", tarball, "-C", unpacked]);
+    const paths = walk(join(unpacked, "package")).sort();
+    console.log(`packed ${filename}: ${paths.length} files`);
+    if (!paths.includes("dist/index.cjs") || !paths.includes("dist/index.js")) throw new Error("the package has no build output (dist/): the prepack script must build it");
     const read = (p) => readFileSync(join(unpacked, "package", p), "utf8");
     const problems = packageProblems(paths, read);
     if (problems.length > 0) throw new Error(`the package's documentation does not hold together:\n  ${problems.join("\n  ")}`);
     console.log("README and docs links, example paths and example imports resolve inside the package");
     run("npx", ["--no-install", "publint", "run", tarball, "--strict"]);
     run("npx", ["--no-install", "attw", tarball, "--format", "table-flipped"]);
+    // A project with the unpacked tarball as its dependency and this checkout's peers.
+    const project = join(dir, "consumer");
+    mkdirSync(join(project, "node_modules"), { recursive: true });
+    renameSync(join(unpacked, "package"), join(project, "node_modules", "jetstream-inprogress"));
+    for (const peer of PEERS) symlinkSync(join(root, "node_modules", peer), join(project, "node_modules", peer), "dir");
+    const loaded = loadProblems(loadEntries(project));
+    if (loaded.length > 0) throw new Error(`the packed package does not load:\n  ${loaded.join("\n  ")}`);
+    console.log(`require() and import load ${ENTRIES.join(", ")} from the tarball, with the same names`);
     console.log("package checks passed");
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -60,7 +60,9 @@ const headerGetter: TextMapGetter<JsMsg["headers"]> = {
  * `messaging.nats.message.delivery_count` instead. The span links to each message's producer
  * context, read from its headers with the global propagator (`traceparent` with the W3C one),
  * and the host's write runs inside the span's context, so a database client's own spans
- * become its children. Heartbeat rounds and a lost lease are span events; the settle outcome
+ * become its children. A batch of `process` is a child of the context active at the call; a
+ * batch of the loops (`run`, `runEach`) has no parent (a root span with those links), whatever
+ * was active when the loop started. Heartbeat rounds and a lost lease are span events; the settle outcome
  * is the attribute `jetstream.settle.outcome`; a failed write sets status `ERROR` and
  * `error.type` to its error's class name (never its message). Nothing else of a payload or a
  * header is read.
@@ -107,7 +109,9 @@ function startSpan(tracer: Tracer, batch: TracedBatch): BatchTrace {
   } else {
     attributes["messaging.batch.message_count"] = messages.length;
   }
-  const parent = context.active();
+  // A loop's batch is caused by its messages (the links), not by whatever span was active
+  // when the loop started: that one ended long ago, and every batch would hang under it.
+  const parent = batch.origin === "process" ? context.active() : ROOT_CONTEXT;
   const span = tracer.startSpan(`process ${stream}`, { kind: SpanKind.CONSUMER, attributes, links: producerLinks(messages) }, parent);
   const active = trace.setSpan(parent, span);
   return {

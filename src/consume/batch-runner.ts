@@ -23,7 +23,7 @@ import { nextBatchId } from "../telemetry/diagnostics.js";
 import { MetricNames } from "../telemetry/metric-names.js";
 import type { MetricsRecorder } from "../telemetry/metrics-recorder.js";
 import type { MetricsSink } from "../telemetry/metrics-sink.js";
-import { TraceRecorder, type Tracing } from "../telemetry/tracing.js";
+import { TraceRecorder, type TracedBatch, type Tracing } from "../telemetry/tracing.js";
 
 /** What the runner needs of its instance. */
 export interface RunnerConfig {
@@ -63,11 +63,17 @@ export class BatchRunner {
   }
 
   /** Runs `write` for `list` under the heartbeat policy, then settles every message. */
-  async process(list: readonly JsMsg[], write: BatchWrite, signal: AbortSignal | undefined, receivedAt: WithInProgressOptions["receivedAt"]): Promise<BatchResult> {
+  async process(
+    list: readonly JsMsg[],
+    write: BatchWrite,
+    signal: AbortSignal | undefined,
+    receivedAt: WithInProgressOptions["receivedAt"],
+    origin: TracedBatch["origin"],
+  ): Promise<BatchResult> {
     if (list.length === 0) return emptyResult();
     const c = this.#config;
     const batchId = nextBatchId();
-    const trace = this.#startTrace(list);
+    const trace = this.#startTrace(list, origin);
     const started = performance.now();
     let ctx: WorkContext | undefined;
     let result: unknown;
@@ -214,7 +220,7 @@ export class BatchRunner {
   }
 
   /** The trace of one batch, named after the stream and consumer its messages came from. */
-  #startTrace(list: readonly JsMsg[]): TraceRecorder {
+  #startTrace(list: readonly JsMsg[], origin: TracedBatch["origin"]): TraceRecorder {
     const tracing = this.#config.tracing;
     if (tracing === undefined) return TraceRecorder.NONE;
     const info = deliveryInfo(list[0]!);
@@ -223,6 +229,7 @@ export class BatchRunner {
       stream: info?.stream ?? names.stream,
       consumer: info?.consumer ?? names.consumer,
       messages: list,
+      origin,
     });
   }
 }

@@ -27,9 +27,17 @@ import type { Tracing } from "../telemetry/tracing.js";
  * ```
  */
 export interface CommitThenAckOptions {
-  /** The heartbeat policy (verified), or `{ enabled: false }`; default disabled. */
+  /**
+   * The InProgress heartbeat policy: one returned by `verifyInProgressPolicy` (checked against
+   * the consumer's AckWait), or `{ enabled: false }`. Default disabled: no `+WPI` is ever sent.
+   * `CommitThenAck.forConsumer` takes the plain fields and verifies them for you.
+   */
   readonly inProgress?: VerifiedInProgressPolicy | DisabledInProgressPolicy;
-  /** Where metrics go. */
+  /**
+   * Where the metrics go (`MetricNames`): `new InMemoryMetrics()`, `prometheusMetrics()` or
+   * `openTelemetryMetrics()`, or a `MetricsSink` of your own. A sink that throws never breaks
+   * a write. Default: none recorded.
+   */
   readonly metrics?: MetricsSink;
   /**
    * Where traces go: one span per batch (per message under `runEach`), for example
@@ -54,9 +62,16 @@ export interface CommitThenAckOptions {
    * having deliveries left).
    */
   readonly maxDeliver?: number;
-  /** Cancels everything this instance runs (shutdown). */
+  /**
+   * Shuts down everything this instance runs: the loops stop pulling, writes in flight see
+   * `ctx.signal` abort and get up to the policy's `shutdownTimeoutMs` to finish. Combined with
+   * each call's own `signal`.
+   */
   readonly signal?: AbortSignal;
-  /** Opt-in confirmed ACKs (waits for the server, retries on timeout). */
+  /**
+   * Opt-in confirmed ACKs: each `+ACK` is sent as a request and waited for, retried on timeout
+   * (`{ timeoutMs, retries }`). Needs `connection`. Default off: an ACK is fire-and-forget.
+   */
   readonly confirmAck?: ConfirmAckOptions;
   /**
    * The connection the messages arrive on. Used to read the server version (Term reasons on
@@ -64,11 +79,22 @@ export interface CommitThenAckOptions {
    * Without it, each message's own connection is used.
    */
   readonly connection?: Pick<NatsConnection, "request" | "isClosed" | "info">;
-  /** Heartbeat fine-tuning passed to `withInProgress`. */
+  /**
+   * Heartbeat fine-tuning, as in `withInProgress`: `onLimit` (`"continue"`, default, or
+   * `"abort"` at `maxHeartbeats`), `confirm` (server-confirmed beats) and `requireProgress`
+   * (beat only after `ctx.progress()`). The interval and limits belong in `inProgress`.
+   */
   readonly heartbeat?: Pick<WithInProgressOptions, "onLimit" | "confirm" | "requireProgress">;
-  /** The consumer's timing, for BackOff-correct NAK delays (set by `forConsumer`). */
+  /**
+   * The consumer's timing (`consumerTimingFromConfig(info)`), so NAK delays can be corrected
+   * for its BackOff and a held ACK knows its AckWait. `forConsumer` reads it from the server.
+   */
   readonly timing?: ConsumerTiming;
-  /** BackOff handling of NAK delays; default the policy's mode, else `reject` (delays sent as is). */
+  /**
+   * BackOff handling: `"aware"` corrects NAK delays for the consumer's BackOff, `"reject"`
+   * sends them as asked. Default the verified policy's mode, else `"reject"`; with
+   * `forConsumer` it is also the mode the policy is verified in.
+   */
   readonly backOff?: BackOffMode;
 }
 
@@ -83,12 +109,19 @@ export interface CommitThenAckOptions {
  */
 export interface ForConsumerOptions extends Omit<CommitThenAckOptions, "inProgress" | "timing" | "maxDeliver"> {
   /**
-   * The policy to verify against the consumer's effective AckWait and BackOff (plain fields, or
-   * a policy verified earlier, whose fields are checked again against this consumer); default
-   * disabled.
+   * The InProgress heartbeat policy, verified here against the consumer's effective AckWait and
+   * BackOff: `{ enabled: true, intervalMs, maxHeartbeats, shutdownTimeoutMs }`, missing fields
+   * taking their defaults; a policy verified earlier is accepted too (checked again against
+   * this consumer). Default disabled. An unsafe one fails with `ConsumerPolicyError`
+   * (`policy_violation`) before anything is fetched.
    */
-  readonly inProgress?: Partial<InProgressPolicy> | VerifiedInProgressPolicy;
-  /** The AckWait the host expects; a different server value fails closed (drift). */
+  // Partial<InProgressPolicy> alone (a verified policy is one): a union would hide the fields' docs from editors.
+  readonly inProgress?: Partial<InProgressPolicy>;
+  /**
+   * The AckWait the host expects, in milliseconds: when the consumer's differs (someone
+   * changed it), `forConsumer` fails closed with `ConsumerPolicyError` (`ack_wait_drift`).
+   * Default: whatever the consumer has.
+   */
   readonly ackWaitMs?: number;
 }
 
@@ -101,9 +134,13 @@ export interface ForConsumerOptions extends Omit<CommitThenAckOptions, "inProgre
  * ```
  */
 export interface ProcessOptions {
-  /** Cancels this batch (combined with the instance's signal). */
+  /** Cancels this batch (combined with the instance's signal): `ctx.signal` aborts, nothing is acknowledged that did not commit. */
   readonly signal?: AbortSignal;
-  /** When the messages were received; see `WithInProgressOptions.receivedAt`. */
+  /**
+   * When the messages were received (epoch ms, a `Date`, or a function per message). JetStream
+   * counts AckWait from delivery, so time spent before the write brings the first beat
+   * forward. Default: now.
+   */
   readonly receivedAt?: WithInProgressOptions["receivedAt"];
 }
 
@@ -120,7 +157,7 @@ const PROCESS_KEYS = ["signal", "receivedAt"] as const;
 
 /** Checks the options of a `CommitThenAck`; throws a `TypeError` naming the option and the fix. */
 export function validateOptions(options: unknown): CommitThenAckOptions {
-  const o = readOptionKeys("CommitThenAck options", options, COMMIT_THEN_ACK_KEYS) as CommitThenAckOptions;
+  const o = readOptionKeys("CommitThenAck options", options, COMMIT_THEN_ACK_KEYS, "constructor") as CommitThenAckOptions;
   const ip = o.inProgress as unknown;
   if (ip !== undefined && !isVerifiedPolicy(ip) && !(typeof ip === "object" && ip !== null && (ip as { enabled?: unknown }).enabled === false)) {
     throw new TypeError(
@@ -175,13 +212,13 @@ export function validateOptions(options: unknown): CommitThenAckOptions {
 
 /** Checks the per-call options of `process`. */
 export function validateProcessOptions(options: unknown): ProcessOptions {
-  const o = readOptionKeys("process options", options, PROCESS_KEYS) as ProcessOptions;
+  const o = readOptionKeys("process options", options, PROCESS_KEYS, "process") as ProcessOptions;
   if (o.signal !== undefined && !(o.signal instanceof AbortSignal)) throw new TypeError("process options.signal must be an AbortSignal");
   return o;
 }
 
 function validateDeadLetter(value: unknown): void {
-  const d = readOptionKeys("options.deadLetter", value, ["js", "subject", "timeoutMs"]) as { js?: unknown; subject?: unknown; timeoutMs?: unknown };
+  const d = readOptionKeys("options.deadLetter", value, ["js", "subject", "timeoutMs", "headers"]) as { js?: unknown; subject?: unknown; timeoutMs?: unknown; headers?: unknown };
   const js = d.js as { publish?: unknown; subscribe?: unknown; flush?: unknown } | null | undefined;
   if (!js || typeof js !== "object" || typeof js.publish !== "function") {
     throw new TypeError("options.deadLetter.js must be a JetStream client (jetstream(nc)): its publish waits for the stream's ack");
@@ -196,10 +233,15 @@ function validateDeadLetter(value: unknown): void {
   if (d.timeoutMs !== undefined && !isIntegerIn(d.timeoutMs, 1, 60_000)) {
     throw new TypeError(`options.deadLetter.timeoutMs must be an integer in 1 ..= 60000, got ${String(d.timeoutMs)}`);
   }
+  if (d.headers !== undefined && typeof d.headers !== "function") {
+    throw new TypeError(
+      `options.deadLetter.headers must be a function (msg, error) => ({ name: value }), got ${d.headers === null ? "null" : typeof d.headers}: it is called for each copy, so the headers can depend on the message and its error`,
+    );
+  }
 }
 
 function validateHeartbeat(value: unknown): void {
-  const h = readOptionKeys("options.heartbeat", value, ["onLimit", "confirm", "requireProgress"]) as Record<string, unknown>;
+  const h = readOptionKeys("options.heartbeat", value, ["onLimit", "confirm", "requireProgress"], "heartbeat") as Record<string, unknown>;
   if (h["onLimit"] !== undefined && h["onLimit"] !== "continue" && h["onLimit"] !== "abort") {
     throw new TypeError(`options.heartbeat.onLimit must be "continue" or "abort", got ${JSON.stringify(h["onLimit"])}`);
   }

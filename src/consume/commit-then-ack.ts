@@ -144,7 +144,7 @@ export class CommitThenAck {
       // A JetStream client (jetstream(nc)) or a core connection has no consumers.info: say so, not "grant permission".
       throw new TypeError("jsm must be a JetStream manager (await jetstreamManager(nc)), not a JetStream client or a connection");
     }
-    const { inProgress, ackWaitMs, ...rest } = readOptionKeys("forConsumer options", options, FOR_CONSUMER_KEYS) as ForConsumerOptions;
+    const { inProgress, ackWaitMs, ...rest } = readOptionKeys("forConsumer options", options, FOR_CONSUMER_KEYS, "forConsumer") as ForConsumerOptions;
     // Every option is checked before the first request: a typo fails at once, not after I/O.
     validateOptions(rest);
     if (ackWaitMs !== undefined && !(typeof ackWaitMs === "number" && Number.isFinite(ackWaitMs) && ackWaitMs > 0)) {
@@ -205,7 +205,7 @@ export class CommitThenAck {
     const o = validateProcessOptions(options);
     const base = this.#signal.child();
     try {
-      return await this.#runner.process([...msgs], write, combineSignals(base.signal, o.signal), o.receivedAt);
+      return await this.#runner.process([...msgs], write, combineSignals(base.signal, o.signal), o.receivedAt, "process");
     } finally {
       base.release();
     }
@@ -295,7 +295,7 @@ export class CommitThenAck {
       await runBatches(loop.setup.settings, {
         ...loop.setup.base,
         intake: loop.setup.intake(),
-        process: (msgs, receivedAt, signal) => this.#runner.process(msgs, write, signal, receivedAt),
+        process: (msgs, receivedAt, signal) => this.#runner.process(msgs, write, signal, receivedAt, "run"),
       });
     } finally {
       loop.release();
@@ -335,7 +335,7 @@ export class CommitThenAck {
     try {
       await runEachMessage(loop.setup.settings, {
         ...loop.setup.base,
-        processOne: (m, receivedAt, signal) => this.#runner.process([m], write, signal, receivedAt),
+        processOne: (m, receivedAt, signal) => this.#runner.process([m], write, signal, receivedAt, "runEach"),
       });
     } finally {
       loop.release();

@@ -148,7 +148,7 @@ const PULL_KEYS = ["group", "min_pending", "min_ack_pending", "priority"] as con
 
 /** Checks the options of `run`; throws a `TypeError` naming the option, its value and the fix. */
 export function validateRunOptions(options: unknown): LoopSettings {
-  const o = readOptionKeys("run options", options, RUN_KEYS) as RunOptions;
+  const o = readOptionKeys("run options", options, RUN_KEYS, "run") as RunOptions;
   const concurrency = integer("concurrency", o.concurrency, 1, 1, 256);
   const batchSize = integer("batchSize", o.batchSize, 100, 1, 10_000);
   return {
@@ -163,7 +163,7 @@ export function validateRunOptions(options: unknown): LoopSettings {
 
 /** Checks the options of `runEach`. */
 export function validateRunEachOptions(options: unknown): LoopSettings {
-  const o = readOptionKeys("runEach options", options, RUN_EACH_KEYS) as RunEachOptions;
+  const o = readOptionKeys("runEach options", options, RUN_EACH_KEYS, "runEach") as RunEachOptions;
   const concurrency = integer("concurrency", o.concurrency, 1, 1, 256);
   const batchSize = integer("batchSize", o.batchSize, concurrency, 1, 10_000);
   return {

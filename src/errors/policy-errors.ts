@@ -4,7 +4,7 @@
 import { recognise } from "./error-kind.js";
 
 /**
- * Stable violation codes; see the README's table.
+ * Stable violation codes; see the table in docs/api-guide.md.
  *
  * @example
  * ```ts

@@ -57,25 +57,27 @@ function failureKind(err: unknown): AckNotConfirmedError["lastFailure"] {
  *   (for example a core connection passed where a JetStream client belongs);
  * - `source_stream`: the stream that acknowledged the copy is the message's own stream, which
  *   would consume it again — the target is then unusable for this instance;
- * - `target_unusable`: the target was marked unusable by an earlier `source_stream`.
+ * - `target_unusable`: the target was marked unusable by an earlier `source_stream`;
+ * - `headers_refused`: the copy *was* confirmed and the original acknowledged, but without the
+ *   headers of `deadLetter.headers`, which threw or returned some that cannot be set (`cause`).
  *
  * @example
  * ```ts
  * const misconfigured: DeadLetterFailure[] = ["not_confirmed", "source_stream", "target_unusable"];
  * ```
  */
-export type DeadLetterFailure = "publish_failed" | "not_confirmed" | "source_stream" | "target_unusable";
+export type DeadLetterFailure = "publish_failed" | "not_confirmed" | "source_stream" | "target_unusable" | "headers_refused";
 
 /**
  * A dead-letter copy was not confirmed by a stream, so the original was not acknowledged: it
- * stays redeliverable, or, on its last allowed delivery, is reported as exhausted. Found in
- * `MessageResult.settleError`.
+ * stays redeliverable, or, on its last allowed delivery, is reported as exhausted — or, with
+ * reason `headers_refused`, it went out without the host's headers. In `MessageResult.settleError`.
  *
  * @example
  * ```ts
  * for (const r of result.messages) {
  *   if (r.settleError instanceof DeadLetterError && r.settleError.reason !== "publish_failed") {
- *     alert("the dead-letter target is misconfigured");
+ *     alert(`the dead-letter target or its headers hook is misconfigured (${r.settleError.reason})`);
  *   }
  * }
  * ```
@@ -111,6 +113,7 @@ const DEAD_LETTER_MESSAGES: Readonly<Record<DeadLetterFailure, string>> = {
   source_stream:
     "the dead-letter copy was stored by the message's own stream, which would consume it again: use a subject that another stream captures",
   target_unusable: "the dead-letter target was found to loop back into the source stream earlier: fix the subject and restart",
+  headers_refused: "the dead-letter copy was published with the library's headers only: options.deadLetter.headers threw or returned headers that cannot be set (see cause)",
 };
 
 recognise(AckNotConfirmedError, "AckNotConfirmedError");

@@ -135,7 +135,7 @@ function readArguments(
 const OPTION_KEYS = ["signal", "metrics", "receivedAt", "onLimit", "confirm", "connection", "requireProgress"] as const;
 
 function readOptions(options: unknown): SupervisionOptions {
-  const o = readOptionKeys("withInProgress options", options, OPTION_KEYS) as WithInProgressOptions;
+  const o = readOptionKeys("withInProgress options", options, OPTION_KEYS, "withInProgress") as WithInProgressOptions;
   const signal = o.signal;
   if (signal !== undefined && !(signal instanceof AbortSignal)) {
     throw new TypeError("options.signal must be an AbortSignal (for example AbortSignal.timeout(ms) or controller.signal)");

@@ -87,7 +87,7 @@ export interface HeartbeatConfirmation {
 export interface WithInProgressOptions {
   /** Cancels the work: `ctx.signal` aborts with the same reason and beats stop at once. */
   readonly signal?: AbortSignal;
-  /** Where the heartbeat metrics go. */
+  /** Where the heartbeat metrics go (`in_progress_*`); a sink that throws never breaks the work. Default: none recorded. */
   readonly metrics?: MetricsSink;
   /**
    * When the messages were received (epoch ms or a Date), or a function giving it per message.

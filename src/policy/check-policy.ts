@@ -12,6 +12,7 @@ import {
   type VerifiedInProgressPolicy,
 } from "./in-progress-policy.js";
 import { nearestKey } from "./nearest-key.js";
+import { optionHome } from "./option-homes.js";
 import { checkTiming, type Add } from "./timing-checks.js";
 import { describe, readRecord, truncate } from "./untrusted.js";
 import { markVerified } from "./verified-policies.js";
@@ -150,11 +151,14 @@ function readPolicy(policy: unknown, add: Add): Partial<Record<(typeof POLICY_FI
   // million keys must not make a million violations.
   const unknown = Object.keys(record).filter((key) => !(POLICY_FIELDS as readonly string[]).includes(key));
   for (const key of unknown.slice(0, UNKNOWN_FIELDS_SHOWN)) {
-    const guess = nearestKey(key, POLICY_FIELDS);
+    const home = optionHome("policy", key);
+    const guess = home === undefined ? nearestKey(key, POLICY_FIELDS) : undefined;
     add(
       "unknown_field",
       truncate(key, 64),
-      `unknown field ${JSON.stringify(truncate(key))}${guess ? `: did you mean "${guess}"?` : ""} A misspelt field would silently keep its default; rename or remove it (known fields: ${POLICY_FIELDS.join(", ")})`,
+      home !== undefined
+        ? `unknown field ${JSON.stringify(truncate(key))}: it is not a policy field but belongs in ${home}; move it there (policy fields: ${POLICY_FIELDS.join(", ")})`
+        : `unknown field ${JSON.stringify(truncate(key))}${guess ? `: did you mean "${guess}"?` : "."} A misspelt field would silently keep its default; rename or remove it (known fields: ${POLICY_FIELDS.join(", ")})`,
     );
   }
   if (unknown.length > UNKNOWN_FIELDS_SHOWN) {

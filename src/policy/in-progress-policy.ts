@@ -14,13 +14,23 @@ import type { PolicyViolation } from "../errors.js";
  * ```
  */
 export interface InProgressPolicy {
-  /** Opt-in switch; heartbeats are never sent unless this is `true`. Default `false`. */
+  /** Opt-in switch; heartbeats (`+WPI`) are never sent unless this is `true`. Default `false`. */
   readonly enabled: boolean;
-  /** Time between heartbeats, integer 1 ..= 3,600,000. Must be below 80% of the effective AckWait. Default 5000. */
+  /**
+   * Milliseconds between heartbeats, integer 1 ..= 3,600,000. Must be below 80% of the
+   * consumer's effective AckWait (a third of it leaves two beats of slack). Default 5000.
+   */
   readonly intervalMs: number;
-  /** Upper bound of heartbeats per batch, integer 1 ..= 10,000. Default 12. */
+  /**
+   * The most heartbeats one batch gets, integer 1 ..= 10,000: a write may hold its messages
+   * for about `intervalMs × maxHeartbeats` plus one AckWait before they are redelivered.
+   * Default 12.
+   */
   readonly maxHeartbeats: number;
-  /** How long to wait for work to stop after an abort, integer 0 ..= 60,000. Default 5000. */
+  /**
+   * Milliseconds a write gets to stop after a shutdown aborted its `ctx.signal`, integer
+   * 0 ..= 60,000; its messages keep their lease meanwhile. Default 5000.
+   */
   readonly shutdownTimeoutMs: number;
 }
 
@@ -91,7 +101,7 @@ export type BackOffMode = "reject" | "aware";
  * ```
  */
 export interface CheckOptions {
-  /** BackOff handling; default `reject`. */
+  /** BackOff handling: `"reject"` (default) refuses any BackOff, `"aware"` checks the interval against its smallest step. */
   readonly backOff?: BackOffMode;
 }
 

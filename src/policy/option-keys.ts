@@ -3,6 +3,7 @@
  * known key, so a typo can never switch a safety feature off.
  */
 import { nearestKey } from "./nearest-key.js";
+import { optionHome, type OptionsObject } from "./option-homes.js";
 import { truncate } from "./untrusted.js";
 
 /**
@@ -11,10 +12,12 @@ import { truncate } from "./untrusted.js";
  *
  * @param where - how the caller names the object, for example `CommitThenAck options` or
  *   `options.deadLetter`.
+ * @param object - which options object this is, so a key that belongs to another one is
+ *   refused with the place it goes (`options.inProgress.maxHeartbeats`) rather than a guess.
  * @returns a snapshot of its own values (an empty record for no options).
- * @throws TypeError naming the key, the nearest known one and every known key.
+ * @throws TypeError naming the key, where it belongs or the nearest known one, and every known key.
  */
-export function readOptionKeys(where: string, options: unknown, known: readonly string[]): Record<string, unknown> {
+export function readOptionKeys(where: string, options: unknown, known: readonly string[], object?: OptionsObject): Record<string, unknown> {
   if (options === undefined || options === null) return {};
   let keys: string[];
   try {
@@ -28,10 +31,14 @@ export function readOptionKeys(where: string, options: unknown, known: readonly 
   }
   for (const key of keys) {
     if (known.includes(key)) continue;
+    const shown = `${where}: unknown option ${JSON.stringify(truncate(key))}`;
+    const home = object === undefined ? undefined : optionHome(object, key);
+    if (home !== undefined) {
+      throw new TypeError(`${shown} — it belongs in ${home}. Given here it would change nothing; move it there (known: ${known.join(", ")})`);
+    }
     const guess = nearestKey(key, known);
     throw new TypeError(
-      `${where}: unknown option ${JSON.stringify(truncate(key))}${guess ? ` — did you mean "${guess}"?` : ""} ` +
-        `A misspelt option would silently keep its default; rename or remove it (known: ${known.join(", ")})`,
+      `${shown}${guess ? ` — did you mean "${guess}"?` : "."} A misspelt option would silently keep its default; rename or remove it (known: ${known.join(", ")})`,
     );
   }
   // A snapshot, read once: a getter cannot answer differently later, nor throw past here.

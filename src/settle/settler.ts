@@ -175,9 +175,11 @@ export class Settler {
         await sleep(pause);
       }
       try {
-        await publishDeadLetter(m, target, errorName(error), scope.budget.remainingMs());
+        const receipt = await publishDeadLetter(m, target, error, scope.budget.remainingMs());
         const acked = await this.#ack(m, scope, error);
-        return { ...acked, action: acked.action === "acked" ? "dead_lettered" : acked.action };
+        // Headers the host's hook could not give are reported, never a reason to hold the copy back.
+        const headersError = acked.settleError === undefined ? receipt.headersError : undefined;
+        return { ...acked, action: acked.action === "acked" ? "dead_lettered" : acked.action, ...(headersError !== undefined ? { settleError: headersError } : {}) };
       } catch (err) {
         failure = err instanceof DeadLetterError ? err : new DeadLetterError("publish_failed", err);
         if (failure.reason === "source_stream") this.#deadLetterUsable = false;

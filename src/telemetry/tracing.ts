@@ -7,20 +7,28 @@ import type { JsMsg } from "@nats-io/jetstream";
 
 /**
  * What the library tells a tracer about one batch (or, under `runEach`, one message) as it
- * starts: where it comes from and its messages, whose headers carry their producers' trace
- * context.
+ * starts: where it comes from, who started it, and its messages, whose headers carry their
+ * producers' trace context.
  *
  * @example
  * ```ts
  * const tracing: Tracing = {
  *   startBatch: (batch: TracedBatch) => {
- *     console.log(`process ${batch.stream}: ${batch.messages.length} messages`);
+ *     console.log(`process ${batch.stream} (${batch.origin}): ${batch.messages.length} messages`);
  *     return undefined; // not traced
  *   },
  * };
  * ```
  */
 export interface TracedBatch {
+  /**
+   * Who started the batch. `process`: the host's own code, so the context active at the call
+   * (its fetch loop's span, say) is the batch's parent. `run` or `runEach`: a consumer loop,
+   * whose batches have no parent — the context active when the loop was started is inherited
+   * by everything it does, but that span (a startup span, long ended) did not cause them; a
+   * tracer starts their spans from the root context, linked to the messages' producer contexts.
+   */
+  readonly origin: "process" | "run" | "runEach";
   /** The stream the messages came from (from their delivery info), when known. */
   readonly stream: string | undefined;
   /** The durable consumer that delivered them, when known. */

@@ -17,10 +17,12 @@ describe("engine examples run against a real server", () => {
     await srv?.dispose();
   });
 
-  it("with-in-progress keeps a 5 s write alive through a 2 s AckWait", async () => {
+  it("with-in-progress keeps a 5 s write alive through a 2 s AckWait while another worker pulls", async () => {
     const { stdout } = await run(tsx, [join(root, "examples", "with-in-progress.ts")], { cwd: root, env: { ...process.env, NATS_URL: srv.url }, timeout: 60_000 });
     const beats = Number(/heartbeats sent: (\d+)/.exec(stdout)?.[1]);
     expect(beats).toBeGreaterThanOrEqual(4);
+    // Another worker pulled all along: one delivery in all, so the heartbeats kept it ours.
+    expect(stdout).toContain("the other worker got: 0");
     expect(stdout).toContain("deliveries: 1, redelivered: 0, acked up to: 1");
   });
 

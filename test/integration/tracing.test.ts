@@ -142,6 +142,54 @@ describe("OpenTelemetry traces on a real nats-server", () => {
     });
   });
 
+  it.each(["run", "runEach"] as const)("%s: batch spans are roots linked to their producers, never children of the span active when the loop started", async (loop) => {
+    const f = await createFixture(fx.nc, { ackWaitMs: 30_000 });
+    const producers = await publishTraced(f, 4);
+    const ack = new CommitThenAck({ tracing: openTelemetryTracing({ tracerProvider: provider }) });
+    const db = provider.getTracer("db");
+    const write = () => db.startActiveSpan("INSERT orders", (s) => sleep(20).then(() => s.end()));
+    const shutdown = new AbortController();
+    let settled = 0;
+    const consumer = await f.js.consumers.get(f.stream, f.consumer);
+    // A service's startup span is active when the loop starts, and ends right after.
+    const startup = provider.getTracer("service").startSpan("startup");
+    const running = context.with(trace.setSpan(context.active(), startup), () =>
+      loop === "run"
+        ? ack.run(consumer, write, { batchSize: 2, signal: shutdown.signal, onBatch: (r) => void (settled += r.messages.length) })
+        : ack.runEach(consumer, write, { concurrency: 2, signal: shutdown.signal, onResult: () => void (settled += 1) }),
+    );
+    startup.end();
+    await eventually(() => settled === 4, "four messages settled");
+    shutdown.abort();
+    await running;
+
+    const spans = consumerSpans();
+    expect(spans.length).toBeGreaterThanOrEqual(loop === "run" ? 2 : 4);
+    for (const span of spans) {
+      expect(span.parentSpanContext).toBeUndefined();
+      expect(span.spanContext().traceId).not.toBe(startup.spanContext().traceId);
+    }
+    expect(spans.flatMap((s) => s.links.map((l) => l.context.spanId)).sort()).toEqual([...producers].sort());
+    // The write still runs inside its batch's span.
+    const batchIds = new Set(spans.map((s) => s.spanContext().spanId));
+    const inserts = exporter.getFinishedSpans().filter((s) => s.name === "INSERT orders");
+    expect(inserts.length).toBe(spans.length);
+    for (const insert of inserts) expect(batchIds.has(insert.parentSpanContext?.spanId ?? "")).toBe(true);
+  });
+
+  it("process: the batch span is a child of the span active at the call (the host's own fetch loop)", async () => {
+    const f = await createFixture(fx.nc, { ackWaitMs: 30_000 });
+    await publishTraced(f, 1);
+    const ack = new CommitThenAck({ tracing: openTelemetryTracing({ tracerProvider: provider }) });
+    const poll = provider.getTracer("service").startSpan("poll orders");
+    const batch = await fetchBatch(f, 1);
+    await context.with(trace.setSpan(context.active(), poll), () => ack.process(batch, () => undefined));
+    poll.end();
+    const [span] = consumerSpans();
+    expect(span!.parentSpanContext?.spanId).toBe(poll.spanContext().spanId);
+    expect(span!.spanContext().traceId).toBe(poll.spanContext().traceId);
+  });
+
   it("without a provider option it uses the global provider, registered even after the hook was made", async () => {
     const tracing = openTelemetryTracing();
     expect(trace.setGlobalTracerProvider(provider)).toBe(true);

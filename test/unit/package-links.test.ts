@@ -23,6 +23,7 @@ interface CheckPackage {
   missingExamples(markdown: string, files: readonly string[]): string[];
   unresolvedImports(from: string, source: string, files: readonly string[]): Array<{ from: string; specifier: string }>;
   packageProblems(files: readonly string[], read: (path: string) => string): string[];
+  loadProblems(names: { cjs: Record<string, string[] | string>; esm: Record<string, string[] | string> }): string[];
 }
 
 const root = join(import.meta.dirname, "..", "..");
@@ -79,10 +80,12 @@ describe("link checker", () => {
     expect(check.unresolvedImports("examples/demo.ts", demo, [...FILES, "examples/demo.ts"])).toEqual([
       { from: "examples/demo.ts", specifier: "../test/helpers/nats-server.js" },
     ]);
+    const cjs = 'const { x } = require("jetstream-inprogress");\nconst helper = require("./helper.cjs");\nconst ok = require("./with-in-progress.js");';
+    expect(check.unresolvedImports("examples/worker.cjs", cjs, FILES)).toEqual([{ from: "examples/worker.cjs", specifier: "./helper.cjs" }]);
   });
 
   it("only the build, the top-level texts, docs pages and examples may ship", () => {
-    expect(check.unexpectedFiles([...FILES, "docs/api/index.html", "src/index.ts", "test/unit/x.test.ts", "examples/demo.ts", ".env"])).toEqual([
+    expect(check.unexpectedFiles([...FILES, "examples/commonjs-worker.cjs", "docs/api/index.html", "src/index.ts", "test/unit/x.test.ts", "examples/demo.ts", ".env"])).toEqual([
       "docs/api/index.html",
       "src/index.ts",
       "test/unit/x.test.ts",
@@ -91,12 +94,46 @@ describe("link checker", () => {
   });
 });
 
+describe("loading the packed entry points", () => {
+  const entries = ["jetstream-inprogress", "jetstream-inprogress/prometheus", "jetstream-inprogress/opentelemetry"];
+  const same = (names: string[]) => Object.fromEntries(entries.map((e) => [e, names]));
+
+  it("passes when require() and import see the same names", () => {
+    expect(check.loadProblems({ cjs: same(["CommitThenAck", "withInProgress"]), esm: same(["CommitThenAck", "withInProgress"]) })).toEqual([]);
+  });
+
+  it("fails when an entry does not load, has no exports, or differs between require() and import", () => {
+    const cjs = { ...same(["CommitThenAck", "withInProgress"]), "jetstream-inprogress/prometheus": "Cannot find module './dist/prometheus.cjs'" };
+    const esm = { ...same(["CommitThenAck"]), "jetstream-inprogress/opentelemetry": [] };
+    expect(check.loadProblems({ cjs, esm })).toEqual([
+      "jetstream-inprogress: require() and import see different names (only require: withInProgress; only import: -)",
+      "require() of jetstream-inprogress/prometheus failed: Cannot find module './dist/prometheus.cjs'",
+      "import of jetstream-inprogress/opentelemetry gave no exports",
+    ]);
+  });
+
+  it("fails when the root entry has no CommitThenAck", () => {
+    expect(check.loadProblems({ cjs: same(["withInProgress"]), esm: same(["withInProgress"]) })).toEqual(["jetstream-inprogress does not export CommitThenAck"]);
+  });
+});
+
 describe("this package", () => {
+  it("packing builds it first: a fresh clone has no dist/ to ship", () => {
+    const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { scripts: Record<string, string>; files: string[] };
+    expect(pkg.scripts["prepack"]).toBe("npm run build");
+    expect(pkg.files).toContain("dist");
+  });
+
   it("its README and docs pages link only to files it ships, and every example the README names ships", () => {
     const out = execFileSync("npm", ["pack", "--dry-run", "--json", "--ignore-scripts"], { cwd: root, encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] });
     const [packed] = JSON.parse(out) as Array<{ files: Array<{ path: string }> }>;
     const paths = (packed?.files ?? []).map((f) => f.path);
     expect(paths).toContain("docs/runbook.md");
+    expect(paths).toContain("examples/commonjs-worker.cjs");
+    expect(paths).toContain("docs/api-guide.md");
+    // About the source checkout, which the package does not contain: kept in the repository only.
+    expect(paths).not.toContain("docs/architecture.md");
+    expect(paths).not.toContain("docs/development.md");
     expect(paths.some((p) => p.startsWith("docs/api/"))).toBe(false);
     const problems = check.packageProblems(
       paths.filter((p) => !p.startsWith("dist/")),

@@ -19,7 +19,7 @@ describe("readOptionKeys", () => {
   });
 
   it("names every known key when nothing is near", () => {
-    expect(() => readOptionKeys("o", { zzzzzzzzzz: 1 }, known)).toThrow(/unknown option "zzzzzzzzzz" A misspelt option.*known: deadLetter, onTemporaryFailure, batchSize/);
+    expect(() => readOptionKeys("o", { zzzzzzzzzz: 1 }, known)).toThrow(/unknown option "zzzzzzzzzz"\. A misspelt option.*known: deadLetter, onTemporaryFailure, batchSize/);
   });
 
   it("refuses what is not an object, and a revoked proxy, with a TypeError", () => {

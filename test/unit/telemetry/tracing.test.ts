@@ -13,7 +13,7 @@ const boom = (): never => {
 
 describe("TraceRecorder", () => {
   it("runs fn exactly once whatever the tracer's run does", async () => {
-    const batch = { stream: "S", consumer: "C", messages: [] };
+    const batch = { stream: "S", consumer: "C", messages: [], origin: "process" as const };
     const cases: Array<BatchTrace["run"]> = [
       (fn) => fn(),
       () => boom(), // throws before fn
@@ -56,7 +56,7 @@ describe("TraceRecorder", () => {
         return undefined as never;
       }
     };
-    const r = TraceRecorder.start({ startBatch: () => ({ run: swallowing, heartbeat() {}, leaseLost() {}, end() {} }) }, { stream: undefined, consumer: undefined, messages: [] });
+    const r = TraceRecorder.start({ startBatch: () => ({ run: swallowing, heartbeat() {}, leaseLost() {}, end() {} }) }, { stream: undefined, consumer: undefined, messages: [], origin: "process" as const });
     expect(() => r.run(() => {
       throw err;
     })).toThrow(err);
@@ -64,7 +64,7 @@ describe("TraceRecorder", () => {
 
   it("a startBatch that throws or returns nothing means untraced", () => {
     for (const startBatch of [boom, () => undefined, () => null as never, () => 7 as never]) {
-      expect(TraceRecorder.start({ startBatch }, { stream: undefined, consumer: undefined, messages: [] })).toBe(TraceRecorder.NONE);
+      expect(TraceRecorder.start({ startBatch }, { stream: undefined, consumer: undefined, messages: [], origin: "process" as const })).toBe(TraceRecorder.NONE);
     }
   });
 });
