@@ -361,4 +361,42 @@ describe(`JetStream facts on nats-server ${VERSION}`, { concurrent: true }, () =
       expect((await consumerInfo(f)).paused).toBeUndefined();
     }
   });
+
+  it("pull requests end by themselves: a sub-second expiry ends with 408 after about that long (the server takes any expiry; nats.js refuses under 1 s); no_wait answers at once, 404 when nothing is pending", async () => {
+    const f = await createFixture(fx.nc, { ackWaitMs: 30_000 });
+    const seen: Array<{ code: number | undefined; description: string | undefined; at: number; data: string }> = [];
+    const inbox = `_INBOX.PULLFACTS.${uniqueName("I")}`;
+    const sub = fx.nc.subscribe(inbox, {
+      callback: (_e, m) => seen.push({ code: m.headers?.code, description: m.headers?.description, at: performance.now(), data: m.string() }),
+    });
+    try {
+      const next = `$JS.API.CONSUMER.MSG.NEXT.${f.stream}.${f.consumer}`;
+      let t0 = performance.now();
+      fx.nc.publish(next, JSON.stringify({ batch: 5, expires: nanos(300) }), { reply: inbox });
+      await eventually(() => seen.length === 1, "the pull to end");
+      expect(seen[0]).toMatchObject({ code: 408 });
+      expect(seen[0]!.at - t0).toBeGreaterThanOrEqual(250);
+      expect(seen[0]!.at - t0).toBeLessThan(1500);
+
+      seen.length = 0;
+      t0 = performance.now();
+      fx.nc.publish(next, JSON.stringify({ batch: 5, no_wait: true }), { reply: inbox });
+      await eventually(() => seen.length === 1, "the no_wait answer");
+      expect(seen[0]).toMatchObject({ code: 404 });
+      expect(seen[0]!.at - t0).toBeLessThan(250);
+
+      // With two messages pending, a no_wait pull for five hands over both and ends at once.
+      await publish(f, 2);
+      seen.length = 0;
+      fx.nc.publish(next, JSON.stringify({ batch: 5, no_wait: true }), { reply: inbox });
+      await eventually(() => seen.length === 3, "two messages and the end of the pull");
+      expect(seen.slice(0, 2).map((x) => x.code)).toEqual([undefined, undefined]);
+      expect([404, 408]).toContain(seen[2]!.code);
+    } finally {
+      sub.unsubscribe();
+    }
+    // The client keeps its own floor.
+    const consumer = await f.js.consumers.get(f.stream, f.consumer);
+    await expect(consumer.fetch({ max_messages: 1, expires: 500 })).rejects.toThrow(/expires/);
+  });
 });
