@@ -245,28 +245,37 @@ export class CommitThenAck {
   }
 
   /**
-   * A consumer loop for services that want one: pulls bounded batches and writes up to
-   * `concurrency` of them at once (the next pull goes out while fewer are in flight), each
-   * under the heartbeat policy and settled by the decision table. A partial batch starts once
-   * its first message has waited the heartbeat interval (or a quarter of a known AckWait with
-   * heartbeats off), so no message waits in a pull until its lease is gone. Pull errors are
-   * retried with a bounded backoff and reported to `onError`; every settled batch goes to
-   * `onBatch`.
+   * A consumer loop for services that want one: one pull at a time for what the loop can start
+   * (at most `concurrency × batchSize` messages held, and the consumer's `max_ack_pending`), a
+   * batch when that pull ends by itself — full, or at its expiry — and up to `concurrency`
+   * batches written at once, each under the heartbeat policy and settled by the decision table.
+   * A pull is never cut short: the server may be delivering into it, and a message it hands to
+   * a subscription that is gone is lost on that delivery. So the pull's expiry is what bounds a
+   * partial batch's wait: `expiresMs`, clamped to the heartbeat interval (heartbeats on) or a
+   * quarter of the consumer's AckWait (off; learnt from the consumer when the instance was not
+   * made by `forConsumer`), never below the client's 1 s. Messages waiting for their batch are
+   * heartbeated from their arrival; a batch's `maxHeartbeats` budget counts from its write's
+   * start. One delivery per stream sequence goes into a batch. Pull errors are retried with a
+   * bounded backoff and reported to `onError` (a deleted or paused consumer included); every
+   * settled batch goes to `onBatch`.
    *
-   * On abort it stops pulling at once, tells the writes in flight through their `ctx.signal`,
-   * writes what already arrived (handing it back would spend a delivery) and resolves once no
-   * write it started is still running. Those late writes share one bound: their `ctx.signal`
-   * aborts `shutdownTimeoutMs` after the first of them started, and they then have
-   * `shutdownTimeoutMs` more to stop, so plan a grace period of about twice
-   * `shutdownTimeoutMs` plus settling (itself bounded by `shutdownTimeoutMs`). It rejects only for bad
-   * arguments (before the first pull, or pull options the client itself refuses at the first
-   * pull) or when the connection is closed for good.
+   * On abort it sends no new pull; the open one ends by itself (within its expiry) and what it
+   * brought is written, not handed back (that would spend a delivery — the last one, for some).
+   * Writes in flight are told through their `ctx.signal` and keep their lease while they drain
+   * (beats go on, never past `maxHeartbeats`). A write still running `shutdownTimeoutMs` after
+   * the abort is abandoned: its messages get no frame while it may still commit, and the
+   * instance settles its late outcome when it ends (see {@link CommitThenAck.drain}). Writes of
+   * what the open pull brought get `shutdownTimeoutMs` before their signal aborts and as much
+   * again before they are abandoned. So `run` resolves at most the pull expiry plus
+   * `2 × shutdownTimeoutMs` after the abort, even if a write never settles, and only after the
+   * frames it owes were flushed to the server. It rejects only for bad arguments (before the
+   * first pull, or pull options the client itself refuses at the first pull) or when the
+   * connection is closed for good.
    *
    * A consumer with priority groups (nats-server 2.11+) is pulled through `pull.group`; with
    * `forConsumer`, a pull that names none of its groups is refused before the first pull. A
    * `pinned_client` consumer is read through one long-lived subscription that keeps the pin
-   * (a new pull would carry none); the client then prefetches up to `concurrency × batchSize`
-   * messages (and the consumer's `max_ack_pending`), whose leases start at their arrival.
+   * (a new pull would carry none), whose refills ask only for what the loop can start.
    *
    * @param consumer - a pull consumer (`js.consumers.get(stream, durable)`).
    * @param write - the host's write for one batch.
@@ -304,12 +313,15 @@ export class CommitThenAck {
 
   /**
    * A per-message consumer loop: `handle(msg, ctx)` for every message, at most `concurrency`
-   * at once, each message supervised on its own lease from the moment it arrives (heartbeats
-   * for every message in flight share the one scheduler timer) and settled by the decision
-   * table as a batch of one as soon as its handler settles. A handler's return value means
-   * success (only a thrown error is a failure); throw {@link TemporarySinkError} or
-   * {@link PermanentSinkError} to choose the settle path. Shutdown, errors and priority groups
-   * as for {@link CommitThenAck.run}; every settled message goes to `onResult`.
+   * at once. It pulls only for free handlers, so every message starts its handler the moment
+   * it arrives — none waits in a queue of the loop's own, spending its lease and heartbeat
+   * budget there — and while one pull is open another goes out once half a pull's worth of
+   * handlers is free. Each message is supervised on its own lease (heartbeats for every message
+   * in flight share the one scheduler timer) and settled by the decision table as a batch of
+   * one as soon as its handler settles. A handler's return value means success (only a thrown
+   * error is a failure); throw {@link TemporarySinkError} or {@link PermanentSinkError} to
+   * choose the settle path. Pull expiry, shutdown, abandoned handlers, errors and priority
+   * groups as for {@link CommitThenAck.run}; every settled message goes to `onResult`.
    *
    * @param consumer - a pull consumer (`js.consumers.get(stream, durable)`).
    * @param handle - the host's work for one message.

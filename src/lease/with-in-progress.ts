@@ -27,8 +27,10 @@ import { SupervisedContext, WorkRun } from "./work-run.js";
  *   passes through unchanged. Nothing here ever acknowledges, naks or terminates a message.
  * - When `options.signal` aborts, or `maxHeartbeats` is reached with `onLimit: "abort"`,
  *   `ctx.signal` aborts; if the work does not finish within `shutdownTimeoutMs`, the promise
- *   rejects with the abort reason and the late result is discarded. A lost lease aborts
- *   `ctx.signal` with {@link LeaseExpiredError} too, but the call then waits for the work,
+ *   rejects with the abort reason and the late result is discarded. A host abort keeps the
+ *   lease meanwhile: beats go on while the work drains (never past `maxHeartbeats`). A lost
+ *   lease aborts `ctx.signal` with {@link LeaseExpiredError} too (unless something aborted it
+ *   first; `ctx.lease.expired` says so either way), but the call then waits for the work,
  *   however long it takes, and returns what it returns.
  * - A failed beat is counted, never fatal to the work and never success; a closed connection
  *   ends supervision.

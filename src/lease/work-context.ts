@@ -85,7 +85,11 @@ export interface HeartbeatConfirmation {
  * ```
  */
 export interface WithInProgressOptions {
-  /** Cancels the work: `ctx.signal` aborts with the same reason and beats stop at once. */
+  /**
+   * Cancels the work (a shutdown): `ctx.signal` aborts with the same reason, and the lease is
+   * kept while the work drains — beats go on, never past `maxHeartbeats` — until it settles or
+   * `shutdownTimeoutMs` passes; then the call rejects with the reason and beats stop.
+   */
   readonly signal?: AbortSignal;
   /** Where the heartbeat metrics go (`in_progress_*`); a sink that throws never breaks the work. Default: none recorded. */
   readonly metrics?: MetricsSink;

@@ -367,7 +367,7 @@ describe(`JetStream facts on nats-server ${VERSION}`, { concurrent: true }, () =
     const seen: Array<{ code: number | undefined; description: string | undefined; at: number; data: string }> = [];
     const inbox = `_INBOX.PULLFACTS.${uniqueName("I")}`;
     const sub = fx.nc.subscribe(inbox, {
-      callback: (_e, m) => seen.push({ code: m.headers?.code, description: m.headers?.description, at: performance.now(), data: m.string() }),
+      callback: (_e, m) => void seen.push({ code: m.headers?.code, description: m.headers?.description, at: performance.now(), data: m.string() }),
     });
     try {
       const next = `$JS.API.CONSUMER.MSG.NEXT.${f.stream}.${f.consumer}`;
