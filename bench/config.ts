@@ -69,7 +69,7 @@ export const FULL: BenchConfig = {
   concurrency: { writeMs: 50, batchSize: 100, expiresMs: 1000, concurrency: 4, serialMessages: 2000, parallelMessages: 8000, rounds: 7 },
   runEach: { handlerMs: 10, concurrency: 32, messages: 6400, expiresMs: 1000, rounds: 7 },
   idle: { loops: 64, windowMs: 3000, batchSize: 100, expiresMs: 1000, rounds: 9 },
-  inFlight: { messages: 1000, concurrency: 32, ackWaitMs: 2000, intervalMs: 1000, periods: 5, rounds: 7 },
+  inFlight: { messages: 1000, concurrency: 1000, ackWaitMs: 2000, intervalMs: 1000, periods: 5, rounds: 7 },
   tracing: { batchSize: 100, writeMs: 1, batches: 300, rounds: 9 },
 };
 
@@ -83,6 +83,6 @@ export const SMOKE: BenchConfig = {
   concurrency: { writeMs: 50, batchSize: 100, expiresMs: 1000, concurrency: 4, serialMessages: 600, parallelMessages: 1600, rounds: 1 },
   runEach: { handlerMs: 10, concurrency: 32, messages: 1280, expiresMs: 1000, rounds: 1 },
   idle: { loops: 64, windowMs: 1000, batchSize: 100, expiresMs: 1000, rounds: 1 },
-  inFlight: { messages: 1000, concurrency: 32, ackWaitMs: 1000, intervalMs: 500, periods: 2, rounds: 1 },
+  inFlight: { messages: 1000, concurrency: 1000, ackWaitMs: 1000, intervalMs: 500, periods: 2, rounds: 1 },
   tracing: { batchSize: 100, writeMs: 1, batches: 50, rounds: 1 },
 };

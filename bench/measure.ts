@@ -100,3 +100,20 @@ export function mainThreadCpuMs(): number {
     return Number.NaN;
   }
 }
+
+/**
+ * Counts the messages a loop acknowledged (its `onBatch` / `onResult`) and resolves `all` once
+ * `n` were: a loop is timed until its work is done, not until its shutdown ended.
+ */
+export function untilAcked(n: number): { readonly all: Promise<void>; readonly onResult: (r: { readonly acked: number }) => void } {
+  let acked = 0;
+  let done!: () => void;
+  const all = new Promise<void>((resolve) => (done = resolve));
+  return {
+    all,
+    onResult: (r) => {
+      acked += r.acked;
+      if (acked >= n) done();
+    },
+  };
+}

@@ -15,7 +15,7 @@ import { CommitThenAck } from "../../src/index.js";
 import type { Bench } from "../context.js";
 import { figure, goals, withProblems, type Figure } from "../figure.js";
 import { armOnFreshConsumer, createStream, type BenchStream } from "../jetstream.js";
-import { interleave, medians, nowNs, sleep } from "../measure.js";
+import { interleave, medians, nowNs, sleep, untilAcked } from "../measure.js";
 
 const ACK_WAIT_MS = 30_000;
 
@@ -26,20 +26,25 @@ interface Shape {
   readonly writeMs: number;
 }
 
-/** The library's loop with `concurrency`; its signal stops it once the last batch is written. */
+/**
+ * The library's loop with `concurrency`, timed until the last ACK was flushed (as the hand
+ * loops); stopped after that, untimed (its open pull ends by itself).
+ */
 async function library(consumer: Consumer, nc: NatsConnection, shape: Shape, concurrency: number): Promise<number> {
   const ack = new CommitThenAck();
   const stop = new AbortController();
-  let done = 0;
-  const write = async (msgs: readonly JsMsg[]): Promise<void> => {
+  const write = async (_msgs: readonly JsMsg[]): Promise<void> => {
     await sleep(shape.writeMs);
-    done += msgs.length;
-    if (done >= shape.n) stop.abort();
   };
   const t0 = nowNs();
-  await ack.run(consumer, write, { batchSize: shape.batchSize, expiresMs: shape.expiresMs, concurrency, signal: stop.signal });
+  const done = untilAcked(shape.n);
+  const running = ack.run(consumer, write, { batchSize: shape.batchSize, expiresMs: shape.expiresMs, concurrency, signal: stop.signal, onBatch: done.onResult });
+  await done.all;
   await nc.flush();
-  return shape.n / ((nowNs() - t0) / 1e9);
+  const rate = shape.n / ((nowNs() - t0) / 1e9);
+  stop.abort();
+  await running;
+  return rate;
 }
 
 /**

@@ -14,7 +14,7 @@ import type { Bench } from "../context.js";
 import { figure, goals, type Figure } from "../figure.js";
 import { addConsumer, createStream, waitAllAcked, type BenchStream } from "../jetstream.js";
 import { fakeMsgs } from "../fake-msg.js";
-import { cpuMs, interleave, median, medians, nowNs, pluck } from "../measure.js";
+import { cpuMs, interleave, median, medians, nowNs, pluck, untilAcked } from "../measure.js";
 import { countSocketWrites } from "../socket-writes.js";
 
 const ACK_WAIT_MS = 30_000;
@@ -41,19 +41,23 @@ async function handWritten(consumer: Consumer, nc: NatsConnection, shape: Shape)
   return (nowNs() - t0) / 1e9;
 }
 
-/** The library's loop; its signal is the way to stop it, so the write aborts after the last batch. */
+/**
+ * The library's loop, timed like the hand loop: until the last message's ACK was flushed. The
+ * loop is stopped after that, untimed (a shutdown lets its open pull end by itself).
+ */
 async function library(consumer: Consumer, nc: NatsConnection, shape: Shape, policy: VerifiedInProgressPolicy | undefined): Promise<number> {
   const ack = new CommitThenAck(policy ? { inProgress: policy } : {});
   const stop = new AbortController();
-  let done = 0;
-  const write = async (msgs: readonly JsMsg[]): Promise<void> => {
-    done += msgs.length;
-    if (done >= shape.n) stop.abort();
-  };
+  const write = async (_msgs: readonly JsMsg[]): Promise<void> => {};
   const t0 = nowNs();
-  await ack.run(consumer, write, { batchSize: shape.batchSize, expiresMs: shape.expiresMs, signal: stop.signal });
+  const done = untilAcked(shape.n);
+  const running = ack.run(consumer, write, { batchSize: shape.batchSize, expiresMs: shape.expiresMs, signal: stop.signal, onBatch: done.onResult });
+  await done.all;
   await nc.flush();
-  return (nowNs() - t0) / 1e9;
+  const seconds = (nowNs() - t0) / 1e9;
+  stop.abort();
+  await running;
+  return seconds;
 }
 
 interface Sample {

@@ -1,11 +1,11 @@
 /**
  * Item 10 — heartbeats for many messages in flight on a real nats-server. Shape: a durable
  * consumer with a short AckWait (2 s; 1 s in the smoke run) and 1,000 messages;
- * `CommitThenAck.runEach` with heartbeats on (interval 1 s; 0.5 s in the smoke run),
- * `concurrency: 32` and a pull size of 968, so all 1,000 messages are in flight at once: 32 in
- * handlers that stay pending, 968 waiting for a handler, every one on its own lease. The
- * handlers last several AckWait periods (until the arm ends), so every message lives on its
- * beats alone. Per arm:
+ * `CommitThenAck.runEach` with heartbeats on (interval 1 s; 0.5 s in the smoke run) and
+ * `concurrency: 1000`, so all 1,000 messages are in flight at once, each in a handler that stays
+ * pending, every one on its own lease (runEach pulls only for free handlers, so a message in
+ * flight is a running handler). The handlers last several AckWait periods (until the arm
+ * ends), so every message lives on its beats alone. Per arm:
  *
  * - timers: a census of the global timer functions (as in item 5), open for the whole arm and
  *   recording where each timer was created, counts the live timers created by the library's
@@ -133,7 +133,6 @@ async function libraryArm(s: BenchStream, nc: NatsConnection, shape: Shape, poli
   try {
     run = ack.runEach(consumer, () => held, {
       concurrency: shape.concurrency,
-      batchSize: shape.n - shape.concurrency,
       expiresMs: 1000,
       signal: stop.signal,
       onError: (err, ctx) => problems.push(`runEach ${ctx.during}: ${String(err)}`),

@@ -15,7 +15,7 @@ import { CommitThenAck, verifyInProgressPolicy, type VerifiedInProgressPolicy } 
 import type { Bench } from "../context.js";
 import { figure, goals, withProblems, type Figure } from "../figure.js";
 import { armOnFreshConsumer, createStream, type BenchStream } from "../jetstream.js";
-import { interleave, medians, nowNs, sleep } from "../measure.js";
+import { interleave, medians, nowNs, sleep, untilAcked } from "../measure.js";
 
 const ACK_WAIT_MS = 30_000;
 
@@ -26,20 +26,25 @@ interface Shape {
   readonly expiresMs: number;
 }
 
-/** The library's per-message loop; its signal stops it once the last handler is done. */
+/**
+ * The library's per-message loop, timed until the last ACK was flushed (as the hand loop);
+ * stopped after that, untimed (its open pulls end by themselves).
+ */
 async function library(consumer: Consumer, nc: NatsConnection, shape: Shape, policy: VerifiedInProgressPolicy | undefined): Promise<number> {
   const ack = new CommitThenAck(policy ? { inProgress: policy } : {});
   const stop = new AbortController();
-  let done = 0;
   const handle = async (_m: JsMsg): Promise<void> => {
     await sleep(shape.handlerMs);
-    done += 1;
-    if (done >= shape.n) stop.abort();
   };
   const t0 = nowNs();
-  await ack.runEach(consumer, handle, { concurrency: shape.concurrency, expiresMs: shape.expiresMs, signal: stop.signal });
+  const done = untilAcked(shape.n);
+  const running = ack.runEach(consumer, handle, { concurrency: shape.concurrency, expiresMs: shape.expiresMs, signal: stop.signal, onResult: done.onResult });
+  await done.all;
   await nc.flush();
-  return shape.n / ((nowNs() - t0) / 1e9);
+  const rate = shape.n / ((nowNs() - t0) / 1e9);
+  stop.abort();
+  await running;
+  return rate;
 }
 
 /** `consume()` with a counter: at most `concurrency` handlers at once, each message acked when its handler resolves. */

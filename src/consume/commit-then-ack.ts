@@ -343,11 +343,23 @@ export class CommitThenAck {
     if (typeof handle !== "function") throw new TypeError("handle must be a function (msg, ctx) => Promise<unknown>");
     const settings = validateRunEachOptions(options);
     const loop = await this.#setUpLoop(consumer, settings, "each");
-    const write: BatchWrite = (msgs, ctx) => handle(msgs[0]!, ctx);
     try {
       await runEachMessage(loop.setup.settings, {
         ...loop.setup.base,
-        processOne: (m, receivedAt, signal) => this.#runner.process([m], write, signal, receivedAt, "runEach"),
+        processOne: (m, receivedAt, signal, handled) =>
+          this.#runner.process(
+            [m],
+            async (msgs, ctx) => {
+              try {
+                return await handle(msgs[0]!, ctx);
+              } finally {
+                handled();
+              }
+            },
+            signal,
+            receivedAt,
+            "runEach",
+          ),
       });
     } finally {
       loop.release();

@@ -70,13 +70,17 @@ export interface IntakeState {
   readonly writing: number;
   /** Writes that may run at once. */
   readonly concurrency: number;
+  /** The last pull came back full: messages are waiting on the server. */
+  readonly backlog?: boolean;
 }
 
 /**
  * How many messages the next pull asks for; 0: no pull now.
  *
- * - `batch` (`run`): one pull at a time, each a future batch, so a pull goes out only while
- *   fewer than `concurrency` batches are written;
+ * - `batch` (`run`): each pull a future batch, so pulls and writes together stay within
+ *   `concurrency`; while messages trickle in, one pull at a time (two would split a trickle
+ *   into smaller batches), and with a backlog (the last pull came back full) as many as there
+ *   are free writes, as one hand-written fetch loop per write would;
  * - `each` (`runEach`): a pull for free handlers; while one is open, another goes out only once
  *   half a pull's worth of handlers is free (no one-message pulls under load, no idle handlers).
  *
@@ -86,7 +90,10 @@ export function pullSize(s: IntakeState, mode: "batch" | "each"): number {
   const free = s.capacity - s.held - s.requested;
   if (free <= 0) return 0;
   const size = Math.min(s.batchSize, free);
-  if (mode === "batch") return s.openPulls === 0 && s.writing < s.concurrency ? size : 0;
+  if (mode === "batch") {
+    if (s.openPulls + s.writing >= s.concurrency) return 0;
+    return s.openPulls === 0 || s.backlog === true ? size : 0;
+  }
   if (s.openPulls === 0) return size;
   return free >= Math.ceil(Math.min(s.batchSize, s.capacity) / 2) ? size : 0;
 }

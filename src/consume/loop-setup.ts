@@ -14,7 +14,7 @@ import type { MetricsRecorder } from "../telemetry/metrics-recorder.js";
 import type { ConsumerBinding } from "./consumer-binding.js";
 import { Intake } from "./intake.js";
 import { expiryBound, pullExpiryMs, shortestWindowMs } from "./intake-plan.js";
-import { fetchSource, pinnedSource, type PullSource, type SourceNotice } from "./pull-source.js";
+import { consumeSource, fetchSource, type PullSource, type SourceNotice } from "./pull-source.js";
 import type { LoopBase } from "./run-loop.js";
 import { callGuarded, type LoopSettings } from "./run-options.js";
 
@@ -94,10 +94,17 @@ export async function setUpLoop(consumer: LoopConsumer, settings: LoopSettings, 
 
   const loopSettings: LoopSettings = { ...settings, capacity, expiresMs: expiry.ms };
   const flushing = inputs.connection?.flush !== undefined ? (inputs.connection as Flushable) : connectionOfConsumer(consumer);
+  // runEach reads every consumer through one gated subscription (a request per refill, no
+  // prefetch); run fetches, except a pinned consumer, whose pin lives in one subscription.
+  const subscribed = facts.pinned || mode === "each";
   const openSource = async (arrive: Parameters<LoopBase["openSource"]>[0], room: () => number): Promise<PullSource> => {
-    if (!facts.pinned || typeof consumer.consume !== "function") return fetchSource(consumer, expiry.ms, settings.pull, arrive);
-    const source = await pinnedSource(consumer as Pick<Consumer, "consume">, expiry.ms, capacity, settings.pull, room, arrive);
-    source.onNotice = (n: SourceNotice) => report(named("consumer_unavailable", `its pinned subscription reported ${n.type}${n.description ? ` (${n.description})` : ""}`), "fetch");
+    if (!subscribed || typeof consumer.consume !== "function") return fetchSource(consumer, expiry.ms, settings.pull, arrive);
+    const source = await consumeSource(consumer as Pick<Consumer, "consume">, expiry.ms, capacity, settings.pull, room, arrive);
+    if (source === undefined) {
+      if (!facts.pinned) return fetchSource(consumer, expiry.ms, settings.pull, arrive);
+      throw new TypeError("this NATS client's consume() cannot be bounded to the loop's capacity: use @nats-io/jetstream 3.1 or later for pinned consumers");
+    }
+    source.onNotice = (n: SourceNotice) => report(named("consumer_unavailable", `its subscription reported ${n.type}${n.description ? ` (${n.description})` : ""}`), "fetch");
     return source;
   };
   const base: LoopBase = {

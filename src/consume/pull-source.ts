@@ -6,14 +6,15 @@
  * waits.
  *
  * - `fetchSource`: one fetch per pull, for exactly the messages the loop can start;
- * - `pinnedSource`: one long-lived `consume()` for `pinned_client` priority groups, whose pin
- *   lives in that subscription (a new fetch carries none and waits out the priority timeout);
- *   its refills are gated to what the loop can start, and a "pull" is a window over it.
+ * - `consumeSource`: one long-lived `consume()` whose refills are gated to what the loop can
+ *   start, and a "pull" is a window over it: `runEach` reads every consumer this way (one
+ *   subscription, one request per refill), `run` a `pinned_client` priority group, whose pin
+ *   lives in that subscription (a new fetch carries none and waits out the priority timeout).
  *
  * Every message goes to the source's `arrive` callback with its receive time (monotonic ms).
  */
 import type { Consumer, JsMsg } from "@nats-io/jetstream";
-import { gateConsumePulls } from "../nats/pull-gate.js";
+import { gateConsumePulls, type PullGate } from "../nats/pull-gate.js";
 import type { PullOptions } from "./run-options.js";
 
 /** Something a subscription reported that stops deliveries: the client's notice type and the server's words. */
@@ -28,12 +29,14 @@ export type Arrival = (m: JsMsg, receivedAt: number) => void;
 /** A source of messages for a loop. */
 export interface PullSource {
   /**
-   * Pulls at most `max` messages; each goes to `arrive` as it arrives. Resolves when the pull
-   * ended by itself; rejects with the pull's error.
+   * Pulls at most `max` messages; each goes to `arrive` as it arrives. Resolves, with how many
+   * it brought, when the pull ended by itself; rejects with the pull's error.
    */
-  pull(max: number): Promise<void>;
-  /** Messages requested outside `pull` that may still arrive (a pinned subscription's refills). */
+  pull(max: number): Promise<number>;
+  /** Messages requested that may still arrive (open pulls, or a subscription's refills). */
   readonly outstanding: number;
+  /** The source asks for messages by itself (a gated subscription): a `pull` is only a window over it. */
+  readonly refills: boolean;
   /** The loop can start more messages than before (a write settled). */
   roomChanged(): void;
   /** No more pulls; resolves once nothing requested can still arrive. */
@@ -62,10 +65,12 @@ export function fetchSource(consumer: Pick<Consumer, "fetch">, expiresMs: number
       } finally {
         outstanding -= left;
       }
+      return max - left;
     },
     get outstanding() {
       return outstanding;
     },
+    refills: false,
     roomChanged: () => undefined,
     close: async () => undefined,
     onNotice: undefined,
@@ -77,87 +82,152 @@ const NOTICES = new Set(["heartbeats_missed", "consumer_deleted", "consumer_not_
 
 /**
  * Pulls from one long-lived `consume()` whose refills the gate keeps within `room()` (the
- * messages the loop could still take). A `pull(max)` is a window: it resolves once `max`
- * messages arrived or `expiresMs` passed; messages arriving between windows still go to
- * `arrive` at once, so they are held and beaten like the others.
+ * messages the loop could still take): one subscription for the loop's life, each refill a
+ * single request, each one asking only for what the loop can start. A `pull(max)` is a window:
+ * it resolves once `max` messages arrived or `expiresMs` passed (the server's pulls are never
+ * cut); messages arriving between windows still go to `arrive` at once. A subscription that
+ * ended (an error, a deleted consumer) rejects the next window with its error and is opened
+ * again for the one after, so the loop's backoff spaces the attempts.
+ *
+ * Resolves `undefined` when this client's `consume()` cannot be gated.
  */
-export async function pinnedSource(
+export async function consumeSource(
   consumer: Pick<Consumer, "consume">,
   expiresMs: number,
   capacity: number,
   pull: PullOptions | undefined,
   room: () => number,
   arrive: Arrival,
-): Promise<PullSource> {
+): Promise<PullSource | undefined> {
+  // Open windows, oldest first: an arrival counts towards the oldest.
+  const windows: Array<{ left: number; got: number; done: () => void }> = [];
+  const onMessage = (m: JsMsg): void => {
+    arrive(m, performance.now());
+    const w = windows[0];
+    if (w === undefined) return;
+    w.got += 1;
+    if (--w.left <= 0) w.done();
+  };
+  const onEnd = (): void => {
+    for (const w of [...windows]) w.done();
+  };
+  const open = async (): Promise<Subscription | undefined> => {
+    const opened = await subscribe(consumer, expiresMs, capacity, pull, room, onMessage, onEnd);
+    if (opened !== undefined) opened.onNotice = (n) => source.onNotice?.(n);
+    return opened;
+  };
+  let closing = false;
+  let sub: Subscription | undefined;
+  /** The subscription ended with an error: report it, and read a new one next time. */
+  const failed = async (current: Subscription): Promise<never> => {
+    if (sub === current) sub = closing ? undefined : await open();
+    throw current.failure ?? new Error("the consumer's subscription ended");
+  };
+  const source: PullSource = {
+    onNotice: undefined,
+    get outstanding() {
+      return sub?.gate.outstanding ?? 0;
+    },
+    refills: true,
+    roomChanged: () => sub?.gate.resume(),
+    async pull(max) {
+      const current = sub ?? (sub = await open());
+      if (current === undefined) throw new TypeError("this NATS client's consume() can no longer be bounded to the loop's capacity");
+      if (current.ended) return failed(current);
+      const got = await new Promise<number>((resolve) => {
+        const timer = setTimeout(done, expiresMs);
+        timer.unref?.();
+        const w = { left: max, got: 0, done };
+        function done(): void {
+          clearTimeout(timer);
+          const i = windows.indexOf(w);
+          if (i >= 0) windows.splice(i, 1);
+          resolve(w.got);
+        }
+        windows.push(w);
+      });
+      if (current.ended && !closing) return failed(current);
+      return got;
+    },
+    async close() {
+      closing = true;
+      await sub?.close(expiresMs);
+    },
+  };
+  sub = await open();
+  return sub === undefined ? undefined : source;
+}
+
+/** One gated `consume()` subscription, its messages handed over as they arrive. */
+interface Subscription {
+  readonly gate: PullGate;
+  ended: boolean;
+  failure: unknown;
+  onNotice: ((n: SourceNotice) => void) | undefined;
+  close(expiresMs: number): Promise<void>;
+}
+
+async function subscribe(
+  consumer: Pick<Consumer, "consume">,
+  expiresMs: number,
+  capacity: number,
+  pull: PullOptions | undefined,
+  room: () => number,
+  onMessage: (m: JsMsg) => void,
+  onEnd: () => void,
+): Promise<Subscription | undefined> {
+  let sub: Subscription | undefined;
   const iter = await consumer.consume({
     max_messages: capacity,
     expires: expiresMs,
     // A deleted consumer ends the subscription with an error instead of retrying silently.
     abort_on_missing_resource: true,
+    // Delivered as it arrives, in the subscription's own callback: no iterator in between.
+    callback: (m: JsMsg) => onMessage(m),
     ...(pull as object),
   } as Parameters<Consumer["consume"]>[0]);
-  let read = 0;
-  // Received by the subscription but not read yet: the loop does not hold them, but they are here.
-  const unread = (): number => Math.max(0, (gate?.received ?? 0) - read);
-  const gate = gateConsumePulls(iter, () => room() - unread());
+  const gate = gateConsumePulls(iter, room);
   if (gate === undefined) {
     void iter.close();
-    throw new TypeError("this NATS client's consume() cannot be bounded to the loop's capacity: use @nats-io/jetstream 3.1 or later for pinned consumers");
+    return undefined;
   }
-  let window: { left: number; done: () => void } | undefined;
-  let failure: unknown;
-  let ended = false;
-  const source: PullSource = {
+  const ended = (iter as unknown as { closed(): Promise<unknown> }).closed().then(
+    (err) => {
+      if (sub === undefined) return;
+      if (err instanceof Error) sub.failure = err;
+      sub.ended = true;
+      onEnd();
+    },
+    (err: unknown) => {
+      if (sub === undefined) return;
+      sub.failure = err;
+      sub.ended = true;
+      onEnd();
+    },
+  );
+  sub = {
+    gate,
+    ended: false,
+    failure: undefined,
     onNotice: undefined,
-    get outstanding() {
-      return gate.outstanding;
-    },
-    roomChanged: () => gate.resume(),
-    async pull(max) {
-      if (ended) throw failure ?? new Error("the pinned consumer's subscription ended");
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(done, expiresMs);
-        timer.unref?.();
-        function done(): void {
-          clearTimeout(timer);
-          if (window?.done === done) window = undefined;
-          resolve();
-        }
-        window = { left: max, done };
-      });
-      if (ended && failure !== undefined) throw failure;
-    },
-    async close() {
+    async close(ms) {
       gate.close();
       // Refills already sent end by themselves (full, or at their expiry); only then may the
       // subscription go without dropping a message on its way.
-      const deadline = performance.now() + expiresMs + 1000;
-      while (!ended && gate.outstanding > 0 && performance.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      const deadline = performance.now() + ms + 1000;
+      while (!sub!.ended && gate.outstanding > 0 && performance.now() < deadline) await new Promise((r) => setTimeout(r, 20));
       void iter.close();
-      await reading;
+      await ended;
     },
   };
+  const current = sub;
   void watchNotices(iter, (n) => {
     // The client expects heartbeats even while the gate deliberately holds no pull open (the
     // loop can start nothing): a miss is only news when a pull was outstanding.
     if (n.type === "heartbeats_missed" && gate.outstanding === 0) return;
-    source.onNotice?.(n);
+    current.onNotice?.(n);
   });
-  const reading = (async () => {
-    try {
-      for await (const m of iter) {
-        read += 1;
-        arrive(m, performance.now());
-        if (window !== undefined && --window.left <= 0) window.done();
-      }
-    } catch (err) {
-      failure = err;
-    } finally {
-      ended = true;
-      window?.done();
-    }
-  })();
-  return source;
+  return sub;
 }
 
 async function watchNotices(iter: { status(): unknown }, report: (notice: SourceNotice) => void): Promise<void> {

@@ -9,118 +9,96 @@
  */
 import type { JsMsg } from "@nats-io/jetstream";
 import type { BatchResult } from "../settle/batch-result.js";
-import { MetricNames } from "../telemetry/metric-names.js";
 import { pullSize } from "./intake-plan.js";
 import type { PullSource } from "./pull-source.js";
-import { EMPTY_PULL_FLOOR_MS, EMPTY_PULL_PAUSE_MS, isClosed, isRefusedByClient, pause, refusedPull, retryDelayMs, Waker, type LoopBase } from "./run-loop.js";
-import { callGuarded, reportSettled, type LoopSettings } from "./run-options.js";
+import { PullTasks, Waker, type LoopBase } from "./run-loop.js";
+import { reportSettled, type LoopSettings } from "./run-options.js";
 import { ShutdownBound } from "./shutdown-bound.js";
 import { SignalFanout } from "./signal-fanout.js";
 
 /** What the per-message loop needs besides its options. */
 export interface EachContext extends LoopBase {
-  /** Supervises, runs and settles one message received at `receivedAt` (epoch ms); `signal` cancels its handler. */
-  readonly processOne: (m: JsMsg, receivedAt: number, signal: AbortSignal | undefined) => Promise<BatchResult>;
+  /**
+   * Supervises, runs and settles one message received at `receivedAt` (epoch ms); `signal`
+   * cancels its handler, and `handled` is called once the handler itself returned (its slot is
+   * free while the message is still being settled).
+   */
+  readonly processOne: (m: JsMsg, receivedAt: number, signal: AbortSignal | undefined, handled: () => void) => Promise<BatchResult>;
 }
 
 /** Runs one handler per message until `settings.signal` aborts. */
 export async function runEachMessage(settings: LoopSettings, loop: EachContext): Promise<void> {
   const signal = settings.signal;
-  let source: PullSource | undefined;
   const handlers = new SignalFanout(signal);
   const bound = new ShutdownBound(loop.shutdownTimeoutMs);
   const running = new Set<Promise<void>>();
-  const pulls = new Set<Promise<void>>();
+  // Handlers running now: a slot is free as soon as its handler returned, while its message is
+  // still being settled (an ACK needs no handler).
+  let handling = 0;
   const wake = new Waker();
-  let failures = 0;
-  let closedError: unknown;
+  let source: PullSource | undefined;
 
   const start = (m: JsMsg, at: number): void => {
     const child = signal?.aborted ? bound.child() : handlers.child();
     const receivedAt = Date.now() - (performance.now() - at);
+    handling += 1;
+    let freed = false;
+    const handled = (): void => {
+      if (freed) return;
+      freed = true;
+      handling -= 1;
+      source?.roomChanged();
+      wake.wake();
+    };
     const p = loop
-      .processOne(m, receivedAt, child.signal)
+      .processOne(m, receivedAt, child.signal, handled)
       .then((result) => reportSettled(settings, result))
       .finally(() => {
         child.release();
         running.delete(p);
-        source?.roomChanged();
-        wake.wake();
+        // Rejected before its handler ran (a malformed argument): its slot is free too.
+        handled();
       });
     running.add(p);
   };
   try {
-    source = await loop.openSource(start, () => settings.capacity - running.size);
+    source = await loop.openSource(start, () => settings.capacity - handling);
   } catch (err) {
     handlers.dispose();
     throw err;
   }
   const opened = source;
-
-  const openPull = (max: number): void => {
-    const pulledAt = performance.now();
-    const before = running.size;
-    const p = opened
-      .pull(max)
-      .then(
-        async () => {
-          failures = 0;
-          if (running.size === before) {
-            loop.onIdle();
-            // An empty pull that ended at once (not by its expiry) must not become a hot loop.
-            if (performance.now() - pulledAt < EMPTY_PULL_FLOOR_MS) await pause(EMPTY_PULL_PAUSE_MS, signal);
-          }
-        },
-        async (err: unknown) => {
-          if (isRefusedByClient(err)) {
-            closedError ??= refusedPull(err);
-            return;
-          }
-          failures += 1;
-          loop.metrics.count(MetricNames.FETCH_FAILURES_TOTAL);
-          const retryInMs = retryDelayMs(failures);
-          callGuarded(settings.onError, err, Object.freeze({ during: "fetch" as const, consecutiveFailures: failures, retryInMs }));
-          if (isClosed(err, loop.connection)) {
-            closedError ??= err;
-            return;
-          }
-          await pause(retryInMs, signal);
-        },
-      )
-      .finally(() => {
-        pulls.delete(p);
-        wake.wake();
-      });
-    pulls.add(p);
-  };
+  const pulls = new PullTasks(opened, settings, loop, wake, () => undefined);
 
   try {
-    while (!signal?.aborted && closedError === undefined) {
+    while (!signal?.aborted && pulls.stopped === undefined) {
       const max = pullSize(
         {
           capacity: settings.capacity,
-          held: running.size,
+          held: handling,
           requested: opened.outstanding,
           openPulls: pulls.size,
           batchSize: settings.batchSize,
-          writing: running.size,
+          writing: handling,
           concurrency: settings.concurrency,
         },
         "each",
       );
-      // After a failure, one pull at a time: its retry pause spaces the attempts.
-      if (max > 0 && (failures === 0 || pulls.size === 0)) openPull(max);
-      await wake.wait(signal);
+      // A subscription refills by itself: one window over it is enough.
+      const windowed = opened.refills && pulls.size > 0;
+      if (max > 0 && pulls.canOpen && !windowed) pulls.open(max);
+      else await wake.wait(signal);
     }
   } finally {
     // No new pull; the open ones end by themselves and what they bring is handled.
-    while (pulls.size > 0) await Promise.all(pulls);
-    await opened.close();
+    const closing = opened.close();
+    await pulls.settled();
+    await closing;
     // Every handler ends before the loop does: settled, or abandoned at its bound.
     while (running.size > 0) await Promise.all(running);
     bound.dispose();
     handlers.dispose();
     await loop.flush();
   }
-  if (closedError !== undefined) throw closedError;
+  if (pulls.stopped !== undefined) throw pulls.stopped;
 }

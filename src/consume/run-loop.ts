@@ -62,21 +62,22 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
     intake.arrive(m, at);
     wake.wake();
   };
+  const inFlight = new Set<Promise<void>>();
+  // What can start now: free writes' worth of batches, less what already waits for one.
+  const room = (): number => Math.min(settings.capacity - intake.held, (settings.concurrency - inFlight.size) * settings.batchSize - intake.waiting);
   let source: PullSource;
   try {
-    source = await loop.openSource(arrive, () => settings.capacity - intake.held);
+    source = await loop.openSource(arrive, room);
   } catch (err) {
     intake.dispose();
     throw err;
   }
   // Each batch listens on a child of the loop's signal: one listener on it, whatever the concurrency.
   const batches = new SignalFanout(signal);
-  // Batches that start after the shutdown began (what the open pull brought) are written, not
+  // Batches that start after the shutdown began (what the open pulls brought) are written, not
   // handed back: handing back spends a delivery (the last one, for some). Their signal aborts
   // at this bound.
   const bound = new ShutdownBound(loop.shutdownTimeoutMs);
-  const inFlight = new Set<Promise<void>>();
-  let failures = 0;
   const start = (batch: TakenBatch): void => {
     const { msgs, refreshedAt } = batch;
     if (msgs.length === 0) return;
@@ -94,12 +95,20 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
       });
     inFlight.add(p);
   };
+  // A batch starts when a pull ended by itself (what is waiting then), or when a full one waits.
+  const startWaiting = (pullEnded: boolean): void => {
+    while (intake.waiting > 0 && (pullEnded || intake.waiting >= settings.batchSize)) start(intake.take(settings.batchSize));
+  };
+  const pulls = new PullTasks(source, settings, loop, wake, () => startWaiting(true));
 
   try {
-    while (!signal?.aborted) {
-      // Messages a pinned subscription brought between pulls start as soon as a write is free.
-      if (intake.waiting >= settings.batchSize && inFlight.size < settings.concurrency) {
-        start(intake.take(settings.batchSize));
+    while (!signal?.aborted && pulls.stopped === undefined) {
+      startWaiting(false);
+      if (source.refills) {
+        // A subscription refills by itself (within what the loop can start); a window over it
+        // sets the batch boundary: it ends when a batch's worth arrived, or at the expiry.
+        if (pulls.size === 0 && inFlight.size < settings.concurrency && pulls.canOpen) pulls.open(Math.max(1, settings.batchSize - intake.waiting));
+        else await wake.wait(signal);
         continue;
       }
       const max = pullSize(
@@ -107,56 +116,113 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
           capacity: settings.capacity,
           held: intake.held,
           requested: source.outstanding,
-          openPulls: 0,
+          openPulls: pulls.size,
           batchSize: settings.batchSize,
           writing: inFlight.size,
           concurrency: settings.concurrency,
+          backlog: pulls.lastFull,
         },
         "batch",
       );
-      if (max <= 0) {
-        if (intake.waiting > 0 && inFlight.size < settings.concurrency) start(intake.take(settings.batchSize));
-        else await wake.wait(signal);
-        continue;
-      }
-      const before = intake.held;
-      const pulledAt = performance.now();
-      let pullError: unknown;
-      try {
-        // Never cut short, not even by the shutdown: it ends by itself, full or expired.
-        await source.pull(max);
-      } catch (err) {
-        pullError = err;
-      }
-      const got = intake.held - before;
-      if (intake.waiting > 0) start(intake.take(settings.batchSize));
-      if (pullError !== undefined) {
-        if (isRefusedByClient(pullError)) throw refusedPull(pullError);
-        failures += 1;
-        loop.metrics.count(MetricNames.FETCH_FAILURES_TOTAL);
-        const retryInMs = retryDelayMs(failures);
-        callGuarded(settings.onError, pullError, Object.freeze({ during: "fetch" as const, consecutiveFailures: failures, retryInMs }));
-        // Nothing can be sent on a closed connection: the messages come back after AckWait.
-        if (isClosed(pullError, loop.connection)) throw pullError;
-        if (got === 0) await pause(retryInMs, signal);
-        continue;
-      }
-      failures = 0;
-      if (got > 0) continue;
-      loop.onIdle();
-      // An empty pull that ended at once (not by its expiry) must not become a hot loop.
-      if (performance.now() - pulledAt < EMPTY_PULL_FLOOR_MS) await pause(EMPTY_PULL_PAUSE_MS, signal);
+      if (max > 0 && pulls.canOpen) pulls.open(max);
+      else await wake.wait(signal);
     }
   } finally {
-    // No new pull; what is still on its way (a pinned subscription's refills) arrives first.
-    await source.close();
-    while (intake.waiting > 0) start(intake.take(settings.batchSize));
+    // No new pull; the open ones (and a pinned subscription's refills) end by themselves, and
+    // what they bring is written.
+    const closing = source.close();
+    await pulls.settled();
+    await closing;
+    startWaiting(true);
     // Every write ends before the loop does: settled, or abandoned at its bound.
     while (inFlight.size > 0) await Promise.all(inFlight);
     intake.dispose();
     bound.dispose();
     batches.dispose();
     await loop.flush();
+  }
+  if (pulls.stopped !== undefined) throw pulls.stopped;
+}
+
+/**
+ * The pulls a loop has open, each ending by itself: their errors are counted, reported with
+ * the pause before the next attempt, and stop the loop only when retrying cannot help (the
+ * client refused the options, the connection is closed for good).
+ */
+export class PullTasks {
+  readonly #source: PullSource;
+  readonly #settings: LoopSettings;
+  readonly #loop: LoopBase;
+  readonly #wake: Waker;
+  readonly #ended: () => void;
+  readonly #open = new Set<Promise<void>>();
+  #failures = 0;
+  /** The last pull came back full: there is a backlog, so pulls may overlap. */
+  lastFull = false;
+  /** Why the loop must stop (set once). */
+  stopped: unknown;
+
+  constructor(source: PullSource, settings: LoopSettings, loop: LoopBase, wake: Waker, ended: () => void) {
+    this.#source = source;
+    this.#settings = settings;
+    this.#loop = loop;
+    this.#wake = wake;
+    this.#ended = ended;
+  }
+
+  get size(): number {
+    return this.#open.size;
+  }
+
+  /** Whether another pull may go out now: after a failure only one at a time, so its pause spaces the attempts. */
+  get canOpen(): boolean {
+    return this.#failures === 0 || this.#open.size === 0;
+  }
+
+  /** Opens a pull for `max` messages. */
+  open(max: number): void {
+    const pulledAt = performance.now();
+    const signal = this.#settings.signal;
+    const p = this.#source
+      .pull(max)
+      .then(
+        async (got) => {
+          this.#failures = 0;
+          this.lastFull = got >= max;
+          if (got > 0) return;
+          this.#loop.onIdle();
+          // An empty pull that ended at once (not by its expiry) must not become a hot loop.
+          if (performance.now() - pulledAt < EMPTY_PULL_FLOOR_MS) await pause(EMPTY_PULL_PAUSE_MS, signal);
+        },
+        async (err: unknown) => {
+          this.lastFull = false;
+          if (isRefusedByClient(err)) {
+            this.stopped ??= refusedPull(err);
+            return;
+          }
+          this.#failures += 1;
+          this.#loop.metrics.count(MetricNames.FETCH_FAILURES_TOTAL);
+          const retryInMs = retryDelayMs(this.#failures);
+          callGuarded(this.#settings.onError, err, Object.freeze({ during: "fetch" as const, consecutiveFailures: this.#failures, retryInMs }));
+          // Nothing can be sent on a closed connection: the messages come back after AckWait.
+          if (isClosed(err, this.#loop.connection)) {
+            this.stopped ??= err;
+            return;
+          }
+          await pause(retryInMs, signal);
+        },
+      )
+      .finally(() => {
+        this.#open.delete(p);
+        this.#ended();
+        this.#wake.wake();
+      });
+    this.#open.add(p);
+  }
+
+  /** Resolves once every open pull ended. */
+  async settled(): Promise<void> {
+    while (this.#open.size > 0) await Promise.all(this.#open);
   }
 }
 

@@ -104,7 +104,7 @@ export interface RunOptions {
  * ```
  */
 export interface RunEachOptions {
-  /** Handlers running at once, integer 1 ..= 256; default 1. */
+  /** Handlers running at once, integer 1 ..= 10,000; default 1. */
   readonly concurrency?: number;
   /**
    * The most messages one pull asks for, integer 1 ..= 10,000; default `concurrency`. A pull
@@ -164,7 +164,7 @@ export function validateRunOptions(options: unknown): LoopSettings {
 /** Checks the options of `runEach`. */
 export function validateRunEachOptions(options: unknown): LoopSettings {
   const o = readOptionKeys("runEach options", options, RUN_EACH_KEYS, "runEach") as RunEachOptions;
-  const concurrency = integer("concurrency", o.concurrency, 1, 1, 256);
+  const concurrency = integer("concurrency", o.concurrency, 1, 1, 10_000);
   const batchSize = integer("batchSize", o.batchSize, concurrency, 1, 10_000);
   return {
     ...common("runEach", o),

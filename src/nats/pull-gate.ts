@@ -3,8 +3,9 @@
  * as messages arrive, whatever the reader can start, so a loop that reads it would hold more
  * than it can write (and those messages wait unbeaten until redelivered). The client sends its
  * refills through the iterator's `pull(options)`; the gate wraps that one method so each refill
- * asks for at most what the loop can start, is deferred while it can start nothing, and stops
- * once the loop closes. Nothing is ever cut short: pulls already sent end by themselves.
+ * asks for at most what the loop can start, and none goes out while it can start nothing or
+ * once the loop closes; when the loop can start more it asks again. Nothing is ever cut short:
+ * pulls already sent end by themselves.
  *
  * This reads the client's iterator internals (`pull`, `pullOptions`, `pending`): the one place
  * that does. A client whose iterator has another shape is not gated (`undefined`).
@@ -14,9 +15,7 @@
 export interface PullGate {
   /** Messages the pulls already sent may still bring. */
   readonly outstanding: number;
-  /** Messages the subscription received so far (read or not). */
-  readonly received: number;
-  /** The loop can start more: send a refill the gate deferred. */
+  /** The loop can start more: ask for it (within what it can start). */
   resume(): void;
   /** No more pulls (those sent still end by themselves). */
   close(): void;
@@ -26,47 +25,46 @@ interface ConsumeIterator {
   pull(options: { batch?: number }): void;
   pullOptions(): { batch?: number };
   pending: { msgs: number };
-  received: number;
 }
 
 function isGateable(iter: unknown): iter is ConsumeIterator {
   const it = iter as Partial<ConsumeIterator> | null;
-  return it !== null && typeof it === "object" && typeof it.pull === "function" && typeof it.pullOptions === "function" && typeof it.pending?.msgs === "number" && typeof it.received === "number";
+  return it !== null && typeof it === "object" && typeof it.pull === "function" && typeof it.pullOptions === "function" && typeof it.pending?.msgs === "number";
 }
 
 /**
  * Gates `iter`'s refill pulls by `room()`: the messages the loop could still take, not counting
- * those requested (outstanding) but counting those received and not yet read (the client asks
- * for its refill as a message arrives, before anyone read it).
+ * those requested (outstanding). Read the subscription in callback mode, so a message is handed
+ * over before the client asks for its refill.
  */
 export function gateConsumePulls(iter: unknown, room: () => number): PullGate | undefined {
   if (!isGateable(iter)) return undefined;
   const original = iter.pull;
   let closed = false;
-  let deferred = false;
+  let resuming = false;
   const outstanding = (): number => Math.max(0, iter.pending.msgs);
   // An own property shadows the prototype's method: the client's `this.pull(...)` comes here.
   iter.pull = function gatedPull(this: ConsumeIterator, options: { batch?: number }): void {
     if (closed) return;
     const allowed = room() - outstanding();
     const asked = options.batch ?? 0;
-    if (allowed <= 0 || asked <= 0) {
-      deferred = allowed <= 0;
-      return;
-    }
-    deferred = false;
+    if (allowed <= 0 || asked <= 0) return;
     original.call(this, { ...options, batch: Math.min(asked, allowed) });
   };
   return {
     get outstanding() {
       return outstanding();
     },
-    get received() {
-      return iter.received;
-    },
     resume() {
-      if (closed || !deferred) return;
-      iter.pull(iter.pullOptions());
+      // The loop can start more: ask for it now, whether or not the client tried to refill
+      // (it only tries as messages arrive, past its threshold). Slots that free in one turn
+      // of the event loop (handlers whose timers fired together) share one request.
+      if (closed || resuming) return;
+      resuming = true;
+      setImmediate(() => {
+        resuming = false;
+        if (!closed) iter.pull(iter.pullOptions());
+      });
     },
     close() {
       closed = true;

@@ -46,30 +46,26 @@ describe("the pull expiry bound", () => {
 });
 
 describe("the pull size", () => {
-  it("over every small state: within batchSize and the room left, one pull at a time for run, free handlers for runEach", () => {
+  it("over every small state: within batchSize and the room left; run: pulls and writes within concurrency, overlapping only with a backlog; runEach: free handlers", () => {
+    const states: IntakeState[] = [];
     for (const capacity of [1, 2, 3, 8])
       for (const batchSize of [1, 2, 4])
         for (const concurrency of [1, 2])
           for (let held = 0; held <= capacity + 1; held++)
             for (let requested = 0; requested <= capacity + 1; requested++)
               for (const openPulls of [0, 1, 2])
-                for (let writing = 0; writing <= 3; writing++) {
-                  const s: IntakeState = { capacity, held, requested, openPulls, batchSize, writing, concurrency };
-                  const free = capacity - held - requested;
-                  for (const mode of ["batch", "each"] as const) {
-                    const n = pullSize(s, mode);
-                    expect(n).toBeGreaterThanOrEqual(0);
-                    expect(n).toBeLessThanOrEqual(Math.max(0, Math.min(batchSize, free)));
-                    if (mode === "batch") {
-                      const expected = openPulls === 0 && writing < concurrency && free > 0 ? Math.min(batchSize, free) : 0;
-                      expect(n).toBe(expected);
-                    } else if (openPulls === 0) {
-                      expect(n).toBe(free > 0 ? Math.min(batchSize, free) : 0);
-                    } else {
-                      expect(n).toBe(free > 0 && free >= Math.ceil(Math.min(batchSize, capacity) / 2) ? Math.min(batchSize, free) : 0);
-                    }
-                  }
-                }
+                for (let writing = 0; writing <= 3; writing++)
+                  for (const backlog of [false, true]) states.push({ capacity, held, requested, openPulls, batchSize, writing, concurrency, backlog });
+    for (const s of states) {
+      const free = s.capacity - s.held - s.requested;
+      const size = free > 0 ? Math.min(s.batchSize, free) : 0;
+      const batch = pullSize(s, "batch");
+      const each = pullSize(s, "each");
+      // run: pulls and writes within concurrency; overlapping pulls only with a backlog.
+      expect(batch).toBe(s.openPulls + s.writing < s.concurrency && (s.openPulls === 0 || s.backlog) ? size : 0);
+      // runEach: free handlers; a second pull only once half a pull's worth is free.
+      expect(each).toBe(s.openPulls === 0 ? size : free >= Math.ceil(Math.min(s.batchSize, s.capacity) / 2) ? size : 0);
+    }
   });
 
   /** A loop on paper: pulls open by the rules, messages arrive into them, writes settle. */

@@ -22,8 +22,10 @@ function scripted(batches: JsMsg[][], onPull?: () => void): { pulls: number[]; c
         const next = batches.shift() ?? [];
         for (const m of next.slice(0, max)) arrive(m, performance.now());
         await new Promise((r) => setTimeout(r, next.length === 0 ? 5 : 1));
+        return Math.min(max, next.length);
       },
       outstanding: 0,
+      refills: false,
       roomChanged: () => undefined,
       close: async () => void (state.closes += 1),
       onNotice: undefined,
@@ -167,6 +169,7 @@ describe("runBatches", () => {
         throw new Error("connection closed");
       },
       outstanding: 0,
+      refills: false,
       roomChanged: () => undefined,
       close: async () => undefined,
       onNotice: undefined,
@@ -211,10 +214,13 @@ describe("runBatches", () => {
       arrive = a;
       return {
         pull: async () => {
+          const n = stray.length;
           for (const m of stray.splice(0)) arrive(m, performance.now());
           await new Promise((r) => setTimeout(r, 5));
+          return n;
         },
         outstanding: 0,
+        refills: false,
         roomChanged: () => undefined,
         close: async () => arrive(fakeMsg(), performance.now()),
         onNotice: undefined,
