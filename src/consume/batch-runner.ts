@@ -131,7 +131,6 @@ export class BatchRunner {
           // Any lease lost while the write ran, whatever aborted first (read without creating
           // ctx.signal when the write never asked for it).
           leaseLost: lease?.expired === true || (ctx !== undefined && abortReasonOf(ctx) instanceof LeaseExpiredError),
-          leaseDeadline: lease === undefined ? undefined : performance.now() + lease.remainingMs(),
           heartbeats: (ctx as WorkContext | undefined)?.heartbeats ?? 0,
           writeMs,
         },
@@ -204,7 +203,6 @@ export class BatchRunner {
             // No beat went out since the bound: unless its deadline is still ahead, another
             // worker may hold the messages now.
             leaseLost: lease === undefined || lease.expired || lease.remainingMs() <= 0,
-            leaseDeadline: undefined,
             heartbeats,
             writeMs,
           },

@@ -87,7 +87,6 @@ export class CommitThenAck {
       deadLetter: this.#options.deadLetter,
       nakBackOff,
       maxDeliver: this.#options.maxDeliver ?? timing?.maxDeliver,
-      ackWaitMs: timing?.ackWaitMs,
       metrics: this.#metrics,
       random: Math.random,
     });
@@ -351,7 +350,8 @@ export class CommitThenAck {
             [m],
             async (msgs, ctx) => {
               try {
-                return await handle(msgs[0]!, ctx);
+                // A handler's value is never a report: only a thrown error fails its message.
+                await handle(msgs[0]!, ctx);
               } finally {
                 handled();
               }

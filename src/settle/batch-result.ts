@@ -36,7 +36,9 @@ export type TemporaryFailureAction =
 
 /**
  * A write may report that some messages of the batch failed; the rest are acknowledged and
- * the failures settled by the class of their error.
+ * the failures settled by the class of their error. A `failed` that is not exactly this shape
+ * (not an array, entries without `msg`, messages of another batch) fails closed: every message
+ * of the batch is settled as a temporary failure and `BatchResult.reportError` says why.
  *
  * @example
  * ```ts
@@ -73,8 +75,9 @@ export interface FailedMessage {
  * The host's write for one batch. Resolve only once the batch is durable; throw
  * {@link TemporarySinkError} or {@link PermanentSinkError} (or anything else, treated as
  * temporary) when it is not. Resolve with a {@link WriteReport} to say that some messages
- * failed; any other value (nothing, a driver's result, a count) means the whole batch
- * committed.
+ * failed; any other value without a `failed` key (nothing, a driver's result, a count) means
+ * the whole batch committed. A value with a `failed` key is always read as a report, so a
+ * driver result that has one must not be returned as it is.
  *
  * @example
  * ```ts
@@ -110,9 +113,9 @@ export interface MessageResult {
    * Set when settling failed or could not be confirmed (the message stays redeliverable unless
    * acked). An unconfirmed ACK is an error named `AckNotConfirmedError` (attempts and the kind of
    * the last failure, never the ack subject); a closed connection a `ConnectionClosedError`; a
-   * dead-letter copy that was not confirmed a `DeadLetterError`. An `acked` message with a
-   * `DisconnectedError` here could not get its `+ACK` to the server: the client stayed between
-   * connections until the lease ran out, so expect a redelivery.
+   * dead-letter copy that was not confirmed a `DeadLetterError`. A `left` message with a
+   * `DisconnectedError` here committed, but its `+ACK` could not reach the server: the client
+   * was still between connections when a shutdown's bound passed, so expect a redelivery.
    */
   readonly settleError?: unknown;
   /** With confirmed ACKs: whether the server confirmed. */
@@ -165,9 +168,10 @@ export interface BatchResult {
   /** The batch's lease ran out while the write ran. */
   readonly leaseLost: boolean;
   /**
-   * Set when the write returned a report the library could not fully read (an entry without
-   * `msg`, or a message outside the batch): what it could say was settled, and this names the
-   * rest. Hosts should log it; it is a bug in the write.
+   * Set when the write resolved with a `failed` key the library could not read in full (not an
+   * array, an entry that is not `{ msg, error }`, a message outside the batch): the report
+   * fails closed — every message of the batch is settled as a temporary failure — and this
+   * says what was wrong. Hosts should log it; it is a bug in the write.
    */
   readonly reportError?: TypeError;
   /** The write's error, when it failed (for partial results: the first failure's). */

@@ -1,8 +1,10 @@
 /**
- * ACKs held across a brief disconnect. The client drops frames published while it is between
+ * ACKs held across a disconnect. The client drops frames published while it is between
  * connections, without an error, so an ACK sent then is lost and the committed message comes
- * back as a duplicate. A held ACK waits for the reconnect and is sent then, until its deadline
- * (the lease: later the server has redelivered anyway). One poll timer serves every held ACK.
+ * back as a duplicate. A held ACK waits for the reconnect and is sent then — however long that
+ * takes while the connection lives (an ACK keyed by stream sequence settles the message even
+ * after its deadline), until the connection closes or a shutdown's bound passes. One poll
+ * timer serves every held ACK.
  */
 import type { JsMsg } from "@nats-io/jetstream";
 import { connectionClosed, connectionDown } from "../nats/connection-state.js";
@@ -12,14 +14,13 @@ import type { SettleBudget } from "./settle-budget.js";
 const POLL_MS = 20;
 
 /**
- * How a held ACK ended: sent after the reconnect; the connection closed; `ack()` threw; or
- * the deadline (or the settle budget of a shutdown that began meanwhile) ran out first.
+ * How a held ACK ended: sent after the reconnect; the connection closed; `ack()` threw; or the
+ * settle budget of a shutdown that began meanwhile ran out first.
  */
 export type HeldAckOutcome = { readonly kind: "sent" } | { readonly kind: "closed" } | { readonly kind: "threw"; readonly error: unknown } | { readonly kind: "timeout" };
 
 interface Held {
   readonly msg: JsMsg;
-  readonly deadline: number;
   readonly budget: SettleBudget;
   readonly resolve: (outcome: HeldAckOutcome) => void;
 }
@@ -32,19 +33,18 @@ const held = new Set<Held>();
 let timer: ReturnType<typeof setInterval> | undefined;
 
 /**
- * Sends `+ACK` for `m` once its connection is back, or gives up at `deadline`
- * (`performance.now()` scale), when `budget` runs out, or when the connection closes.
+ * Sends `+ACK` for `m` once its connection is back, or gives up when `budget` runs out (a
+ * shutdown) or the connection closes.
  */
-export function ackWhenConnected(m: JsMsg, deadline: number, budget: SettleBudget): Promise<HeldAckOutcome> {
+export function ackWhenConnected(m: JsMsg, budget: SettleBudget): Promise<HeldAckOutcome> {
   return new Promise<HeldAckOutcome>((resolve) => {
-    held.add({ msg: m, deadline, budget, resolve });
-    // Not unref'd: the caller is awaiting this, and the wait is bounded by the deadline.
+    held.add({ msg: m, budget, resolve });
+    // Not unref'd: the caller is awaiting this while the connection lives.
     timer ??= setInterval(poll, POLL_MS);
   });
 }
 
 function poll(): void {
-  const now = performance.now();
   for (const h of held) {
     let done: HeldAckOutcome | undefined;
     if (connectionClosed(h.msg) === true) done = CLOSED;
@@ -55,7 +55,7 @@ function poll(): void {
       } catch (error) {
         done = { kind: "threw", error };
       }
-    } else if (now >= h.deadline || h.budget.remainingMs() <= 0) done = TIMEOUT;
+    } else if (h.budget.remainingMs() <= 0) done = TIMEOUT;
     if (done === undefined) continue;
     held.delete(h);
     h.resolve(done);

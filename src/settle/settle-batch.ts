@@ -28,8 +28,6 @@ export interface WriteOutcome {
   readonly cancelled: boolean;
   /** The batch's lease was lost while the write ran. */
   readonly leaseLost: boolean;
-  /** The batch's redelivery deadline (`performance.now()` scale), when a lease was kept. */
-  readonly leaseDeadline: number | undefined;
   /** Heartbeat rounds sent while the write ran. */
   readonly heartbeats: number;
   /** Duration of the write in milliseconds. */
@@ -60,7 +58,7 @@ export async function settleBatch(list: readonly JsMsg[], outcome: WriteOutcome,
   const maxDeliver = settler.maxDeliver;
   const connectionClosed = batchConnectionClosed(list, context.connection);
   const { cancelled, leaseLost } = outcome;
-  const scope = { budget: context.budget, leaseDeadline: outcome.leaseDeadline, batchId: context.batchId, batchSize: list.length, leaseLost };
+  const scope = { budget: context.budget, batchId: context.batchId, batchSize: list.length, leaseLost };
   let pending = false;
   // The common case, every message committed on an open connection: the table says ACK for
   // each, so it is not asked per message.

@@ -31,8 +31,6 @@ export interface SettleConfig {
   readonly nakBackOff: readonly number[] | undefined;
   /** The consumer's MaxDeliver, when known. */
   readonly maxDeliver: number | undefined;
-  /** The consumer's AckWait, when known: how long a held ACK may wait without a lease. */
-  readonly ackWaitMs: number | undefined;
   /** Where settle metrics go. */
   readonly metrics: MetricsRecorder;
   /** Randomness for the jitter of the default NAK delay. */
@@ -42,8 +40,6 @@ export interface SettleConfig {
 /** What one batch's settling shares: its time budget, its lease deadline and its number. */
 export interface SettleScope {
   readonly budget: SettleBudget;
-  /** The batch's redelivery deadline (`performance.now()` scale), when a lease is kept. */
-  readonly leaseDeadline: number | undefined;
   readonly batchId: number;
   readonly batchSize: number;
   readonly leaseLost: boolean;
@@ -51,8 +47,6 @@ export interface SettleScope {
 
 /** Attempts of a dead-letter publish on a message's last delivery, and the pauses between them. */
 const FINAL_DEAD_LETTER_PAUSES_MS = [0, 250, 1000] as const;
-/** How long a held ACK waits for a reconnect when no lease or AckWait is known. */
-const DEFAULT_HOLD_MS = 5000;
 
 /** Sends the frames of one instance's settle rules. */
 export class Settler {
@@ -120,11 +114,15 @@ export class Settler {
     return withError({ msg: m, action: "acked" }, error);
   }
 
+  /**
+   * Holds the ACK of a committed message while the client is between connections, for as long
+   * as the connection lives: past the lease deadline too (while the only server is down nobody
+   * else can be handed the message, and an ACK that arrives late still settles it), until it is
+   * sent, the connection closes, or a shutdown's bound passes. Only an ACK that went out counts
+   * as `acked`.
+   */
   async #holdAck(m: JsMsg, scope: SettleScope, error: unknown): Promise<MessageResult> {
-    const now = performance.now();
-    const byLease = scope.leaseDeadline ?? now + (this.#config.ackWaitMs ?? DEFAULT_HOLD_MS);
-    const deadline = Math.min(byLease, now + scope.budget.remainingMs());
-    const outcome = await ackWhenConnected(m, deadline, scope.budget);
+    const outcome = await ackWhenConnected(m, scope.budget);
     const metrics = this.#config.metrics;
     if (outcome.kind === "sent") {
       metrics.count(MetricNames.ACKS_HELD_TOTAL);
@@ -134,7 +132,7 @@ export class Settler {
     // No frame left: the message comes back after AckWait, as after any ACK that cannot be sent.
     if (outcome.kind === "closed") return withError({ msg: m, action: "left", settleError: new ConnectionClosedError() }, error);
     if (outcome.kind === "threw") return withError({ msg: m, action: "left", settleError: outcome.error }, error);
-    return withError({ msg: m, action: "acked", settleError: new DisconnectedError() }, error);
+    return withError({ msg: m, action: "left", settleError: new DisconnectedError() }, error);
   }
 
   #nak(m: JsMsg, error: unknown): MessageResult {

@@ -303,7 +303,7 @@ describe("lossless settling on a real nats-server", () => {
     expect(value).toBe("done");
   });
 
-  it("16. a report naming a message outside the batch settles what it can say: committed ones acked, the named one NAKed", async () => {
+  it("16. a report naming a message outside the batch fails closed: no message is acked, every one NAKed, reportError says why", async () => {
     const f = await createFixture(fx.nc, { ackWaitMs: 30_000 });
     await using spy = await AckSpy.start(fx.spyConn, f.stream);
     const seqs = await publish(f, 3);
@@ -314,12 +314,32 @@ describe("lossless settling on a real nats-server", () => {
     const r = await new CommitThenAck({ onTemporaryFailure: { action: "nak", delayMs: 60_000 } }).process(batch, (msgs) => ({
       failed: [{ msg: msgs[1]!, error: new TemporarySinkError() }, { msg: stranger!, error: new Error("not mine") }],
     }));
-    expect(r).toMatchObject({ outcome: "partial", acked: 2, nacked: 1 });
+    expect(r).toMatchObject({ outcome: "nacked", acked: 0, nacked: 3 });
     expect(r.reportError).toBeInstanceOf(TypeError);
     await fx.drain();
-    expect(spy.forSequence(seqs[0]!).map((x) => x.kind)).toEqual(["+ACK"]);
-    expect(spy.forSequence(seqs[1]!).map((x) => x.kind)).toEqual(["-NAK"]);
-    expect(spy.forSequence(seqs[2]!).map((x) => x.kind)).toEqual(["+ACK"]);
+    for (const seq of seqs) expect(spy.forSequence(seq).map((x) => x.kind)).toEqual(["-NAK"]);
+  });
+
+  it("16b. the five report shapes a migrating service wrote by mistake each fail closed on a real server: nothing acked", async () => {
+    const f = await createFixture(fx.nc, { ackWaitMs: 30_000 });
+    await using spy = await AckSpy.start(fx.spyConn, f.stream);
+    const shapes: Array<(msgs: readonly JsMsg[]) => unknown> = [
+      (m) => ({ failed: [m[0]] }),
+      (m) => ({ failed: [{ message: m[0], error: new Error("x") }] }),
+      (m) => ({ failed: [{ msg: m[0]!.seq, error: new Error("x") }] }),
+      (m) => ({ failed: { msg: m[0], error: new Error("x") } }),
+      (m) => ({ failed: new Set([m[0]]) }),
+    ];
+    const ack = new CommitThenAck({ onTemporaryFailure: { action: "nak", delayMs: 60_000 } });
+    for (const shape of shapes) {
+      await publish(f, 2);
+      const r = await ack.process(await fetchBatch(f, 2), (msgs) => shape(msgs) as never);
+      expect(r).toMatchObject({ outcome: "nacked", acked: 0, nacked: 2 });
+      expect(r.reportError).toBeInstanceOf(TypeError);
+    }
+    await fx.drain();
+    expect(spy.of("+ACK")).toEqual([]);
+    expect(spy.of("-NAK")).toHaveLength(10);
   });
 
   it("17. settling after a shutdown is bounded: a confirmed ACK to a deleted consumer gives up within the shutdown bound", async () => {

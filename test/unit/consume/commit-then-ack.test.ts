@@ -183,8 +183,8 @@ describe("CommitThenAck.process classification (fakes)", () => {
     expect(m.calls).toMatchObject({ ack: 0, nak: [], term: [] });
   });
 
-  it("a write's own result (a driver's result, a count, ids) is success: only an object with a failed array is a report", async () => {
-    for (const value of [{ rowCount: 3, rows: [] }, 42, [1, 2], "ok", { failed: 0 }, { failed: "nope" }, null, true]) {
+  it("a write's own result (a driver's result, a count, ids) is success: only a value with a failed key is a report", async () => {
+    for (const value of [{ rowCount: 3, rows: [] }, 42, [1, 2], "ok", { failed: undefined }, null, true, { failedRows: [] }]) {
       const msgs = [fakeMsg(), fakeMsg()];
       const result = await new CommitThenAck().process(msgs, () => value as never);
       expect(result, JSON.stringify(value)).toMatchObject({ outcome: "acked", acked: 2 });
@@ -192,17 +192,25 @@ describe("CommitThenAck.process classification (fakes)", () => {
     }
   });
 
-  it("a report naming a message outside the batch, or an entry without msg, settles what it can say and reports the rest", async () => {
-    const msgs = [fakeMsg(), fakeMsg(), fakeMsg()];
-    const failure = new TemporarySinkError("row locked");
-    const result = await new CommitThenAck({ onTemporaryFailure: { action: "leave" } }).process(msgs, (batch) => ({
-      failed: [{ msg: batch[1]!, error: failure }, { msg: fakeMsg(), error: 1 }, null, { error: 2 }],
-    }) as never);
-    expect(result).toMatchObject({ outcome: "partial", acked: 2, left: 1 });
-    expect(result.messages.map((r) => r.action)).toEqual(["acked", "left", "acked"]);
-    expect(result.messages[1]?.error).toBe(failure);
-    expect(result.reportError).toBeInstanceOf(TypeError);
-    expect(result.reportError?.message).toMatch(/2 entries without msg and 1 message not of this batch/);
+  it("a report in a slightly wrong shape fails closed: every message a temporary failure (NAKed), never an ACK, and reportError says why", async () => {
+    const shapes: Array<[string, (batch: readonly FakeMsg[]) => unknown, RegExp]> = [
+      ["{ failed: [msg] }", (b) => ({ failed: [b[1]] }), /2 entries that are not \{ msg, error \}|1 entry that is not/],
+      ["{ failed: [{ message: msg, error }] }", (b) => ({ failed: [{ message: b[1], error: new Error("x") }] }), /1 entry that is not \{ msg, error \}/],
+      ["{ failed: [{ msg: seq, error }] }", (b) => ({ failed: [{ msg: b[1]!.seq, error: new Error("x") }] }), /1 entry naming a message not of this batch/],
+      ["{ failed: { msg, error } }", (b) => ({ failed: { msg: b[1], error: new Error("x") } }), /failed = an object, not an array|not an array/],
+      ["{ failed: new Set([msg]) }", (b) => ({ failed: new Set([b[1]]) }), /not an array/],
+      ["{ failed: 0 } (a driver's count)", () => ({ failed: 0 }), /not an array/],
+      ["a mix of good and bad entries", (b) => ({ failed: [{ msg: b[0], error: new Error("x") }, { msg: fakeMsg(), error: 1 }, null] }), /not \{ msg, error \}.*not of this batch/],
+    ];
+    for (const [name, report, why] of shapes) {
+      const msgs = [fakeMsg(), fakeMsg(), fakeMsg()];
+      const result = await new CommitThenAck().process(msgs, (batch) => report(batch as FakeMsg[]) as never);
+      expect(result, name).toMatchObject({ outcome: "nacked", acked: 0, nacked: 3 });
+      expect(msgs.every((m) => m.calls.ack === 0 && m.calls.nak.length === 1), name).toBe(true);
+      expect(result.reportError, name).toBeInstanceOf(TypeError);
+      expect(result.reportError?.message, name).toMatch(why);
+      for (const r of result.messages) expect(r.error, name).toBe(result.reportError);
+    }
   });
 
   it("a report entry whose error cannot be read still fails the message it names; the others are acked", async () => {

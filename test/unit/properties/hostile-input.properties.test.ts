@@ -285,10 +285,15 @@ describe("hostile input at the message stages", () => {
     const t0 = performance.now();
     const result = await new CommitThenAck({ onTemporaryFailure: { action: "leave" } }).process(msgs, async () => ({ failed: entries }) as never);
     expect(performance.now() - t0).toBeLessThan(3000);
-    expect(result).toMatchObject({ outcome: "partial", acked: 10_000, left: 10_000 });
+    // 1,000 entries without msg: the report fails closed, so nothing is acked.
+    expect(result).toMatchObject({ outcome: "left", acked: 0, left: 20_000 });
     expect(result.reportError).toBeInstanceOf(TypeError);
-    expect(result.messages[0]!.error).toBeInstanceOf(TemporarySinkError);
-    expect(msgs.filter((m) => m.calls.ack === 1)).toHaveLength(10_000);
+    expect(msgs.every((m) => m.calls.ack === 0)).toBe(true);
+    const clean = await new CommitThenAck({ onTemporaryFailure: { action: "leave" } }).process(msgs.map(() => fakeMsg()), async (batch) => ({
+      failed: batch.filter((_, i) => i % 2 === 0).map((msg) => ({ msg, error: new TemporarySinkError() })),
+    }));
+    expect(clean).toMatchObject({ outcome: "partial", acked: 10_000, left: 10_000 });
+    expect(clean.messages[0]!.error).toBeInstanceOf(TemporarySinkError);
 
     useVirtualTime();
     const big = Array.from({ length: 10_000 }, () => fakeMsg());

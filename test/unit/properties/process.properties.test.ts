@@ -242,19 +242,17 @@ function readModel(w: WritePlan, n: number, value: unknown): { failures: Map<num
   // (A revoked proxy never arrives here: resolving with one rejects.)
   const none = { failures: new Map<number, unknown>(), reportError: false, allFailed: false };
   if (w.value !== "report") return none;
-  if (w.shape === "throwing-failed" || w.shape === "revoked-failed") {
-    return { failures: new Map(Array.from({ length: n }, (_, i) => [i, TYPE_ERROR] as const)), reportError: true, allFailed: true };
-  }
-  if (w.shape === "failed-not-array" || w.entries.length === 0) return none;
+  // A report the library cannot read in full fails closed: every message failed, with the TypeError.
+  const closed = { failures: new Map(Array.from({ length: n }, (_, i) => [i, TYPE_ERROR] as const)), reportError: true, allFailed: true };
+  if (w.shape === "throwing-failed" || w.shape === "revoked-failed" || w.shape === "failed-not-array") return closed;
+  if (w.entries.length === 0) return none;
+  if (w.entries.some((e) => typeof e.target !== "number")) return closed;
   const failures = new Map<number, unknown>();
-  let bad = false;
   const failed = (value as { failed: Array<{ error?: unknown } | null> }).failed;
   w.entries.forEach((e, k) => {
-    if (typeof e.target === "number") {
-      if (!failures.has(e.target)) failures.set(e.target, failed[k]!.error);
-    } else bad = true;
+    if (typeof e.target === "number" && !failures.has(e.target)) failures.set(e.target, failed[k]!.error);
   });
-  return { failures, reportError: bad, allFailed: false };
+  return { failures, reportError: false, allFailed: false };
 }
 
 interface Observed {
