@@ -56,6 +56,8 @@ export const OpenTelemetryMetricNames = Object.freeze({
   messages_exhausted_total: "jetstream.messages.exhausted",
   /** Counter, unit `{message}`. */
   messages_abandoned_total: "jetstream.messages.abandoned",
+  /** Counter, unit `{write}`. */
+  write_retries_total: "jetstream.writes.retried",
   /** Counter, unit `{ack}`. */
   acks_held_total: "jetstream.acks.held",
   /** Counter, unit `{ack}`. */
@@ -110,6 +112,7 @@ export const OPEN_TELEMETRY_UNITS: Readonly<Record<MetricName, string>> = Object
   messages_left_total: "{message}",
   messages_exhausted_total: "{message}",
   messages_abandoned_total: "{message}",
+  write_retries_total: "{write}",
   acks_held_total: "{ack}",
   acks_unsent_total: "{ack}",
   settle_failures_total: "{operation}",

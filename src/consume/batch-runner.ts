@@ -6,13 +6,15 @@
  * outcome by the same table when it comes.
  */
 import type { JsMsg } from "@nats-io/jetstream";
-import { errorName, InProgressPolicyError, LeaseExpiredError } from "../errors.js";
+import { errorName, InProgressPolicyError, LeaseExpiredError, PermanentSinkError } from "../errors.js";
 import { sharedScheduler } from "../lease/scheduler.js";
 import type { WorkContext, WithInProgressOptions } from "../lease/work-context.js";
 import { abortReasonOf } from "../lease/work-run.js";
 import { superviseWork } from "../lease/with-in-progress.js";
 import { deliveryInfo } from "../nats/message-access.js";
 import type { DisabledInProgressPolicy, VerifiedInProgressPolicy } from "../policy/in-progress-policy.js";
+import { isVerifiedPolicy } from "../policy/verified-policies.js";
+import { retryBudgetMs, retryInPlaceDelayMs } from "../settle/retry-in-place.js";
 import type { BatchResult, BatchWrite, MessageResult } from "../settle/batch-result.js";
 import { settleBatch, type WriteOutcome } from "../settle/settle-batch.js";
 import { ShutdownBudget, UNBOUNDED } from "../settle/settle-budget.js";
@@ -37,6 +39,10 @@ export interface RunnerConfig {
   /** The bound consumer's names, for traces of batches whose messages do not say. */
   readonly names: () => { readonly stream: string | undefined; readonly consumer: string | undefined };
   readonly shutdownTimeoutMs: number;
+  /** The consumer's shortest redelivery window, when the instance knows it (retries with heartbeats off). */
+  readonly windowMs: number | undefined;
+  /** Whether a write that threw is tried again in place while the lease holds. */
+  readonly retryInPlace: boolean;
 }
 
 /** Runs batches and settles them, abandoned ones included. */
@@ -44,9 +50,13 @@ export class BatchRunner {
   readonly #config: RunnerConfig;
   /** Abandoned writes not yet settled. */
   readonly #late = new Set<Promise<void>>();
+  #windowMs: number | undefined;
+  #retrying = 0;
+  readonly #recovered = new Set<() => void>();
 
   constructor(config: RunnerConfig) {
     this.#config = config;
+    this.#windowMs = config.windowMs;
   }
 
   /** Writes whose outcome is still awaited after they were abandoned. */
@@ -87,7 +97,7 @@ export class BatchRunner {
         list,
         (x) => {
           ctx = x;
-          return trace.run(() => write(list, x));
+          return trace.run(() => this.#writeRetrying(list, write, x, started));
         },
         c.policy,
         {
@@ -141,6 +151,67 @@ export class BatchRunner {
     } finally {
       budget.dispose();
     }
+  }
+
+  /**
+   * The host's write, tried again in place while the whole batch fails temporarily (the sink
+   * is down) and the lease bound allows: no delivery is spent on an outage the lease can
+   * bridge. Meanwhile the loops pull nothing new (`retrying`).
+   */
+  async #writeRetrying(list: readonly JsMsg[], write: BatchWrite, ctx: WorkContext, started: number): Promise<unknown> {
+    for (let retries = 0; ; retries++) {
+      try {
+        return await write(list, ctx);
+      } catch (err) {
+        const wait = retryInPlaceDelayMs(
+          {
+            temporary: !(err instanceof PermanentSinkError),
+            aborted: abortReasonOf(ctx) !== undefined,
+            retries,
+            elapsedMs: performance.now() - started,
+            budgetMs: this.#retryBudgetMs(),
+          },
+          Math.random(),
+        );
+        if (wait === undefined) throw err;
+        this.#config.metrics.count(MetricNames.WRITE_RETRIES_TOTAL);
+        this.#outage(1);
+        try {
+          await sleepUnless(wait, ctx.signal);
+        } finally {
+          this.#outage(-1);
+        }
+        if (ctx.signal.aborted) throw err;
+      }
+    }
+  }
+
+  /** How long a batch may be held by retries in place (see `retryBudgetMs`). */
+  #retryBudgetMs(): number | undefined {
+    if (!this.#config.retryInPlace) return undefined;
+    const p = this.#config.policy;
+    return retryBudgetMs(isVerifiedPolicy(p) && p.enabled ? p : undefined, this.#windowMs);
+  }
+
+  /** A loop learnt the consumer's shortest redelivery window (for retries with heartbeats off). */
+  learnWindow(ms: number | undefined): void {
+    if (ms !== undefined) this.#windowMs = ms;
+  }
+
+  /** Batches being retried in place right now: while any is, the loops pull nothing new. */
+  get retrying(): number {
+    return this.#retrying;
+  }
+
+  /** Calls `listener` whenever no batch is retried in place any more; returns its remover. */
+  onRecovered(listener: () => void): () => void {
+    this.#recovered.add(listener);
+    return () => void this.#recovered.delete(listener);
+  }
+
+  #outage(delta: number): void {
+    this.#retrying += delta;
+    if (this.#retrying === 0) for (const l of this.#recovered) l();
   }
 
   async #settle(list: readonly JsMsg[], outcome: WriteOutcome, budget: ShutdownBudget | typeof UNBOUNDED, batchId: number, trace: TraceRecorder): Promise<BatchResult> {
@@ -230,4 +301,21 @@ export class BatchRunner {
       origin,
     });
   }
+}
+
+/** Waits `ms`, or less when `signal` aborts. Not unref'd: the batch awaits it, within its budget. */
+function sleepUnless(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) {
+      resolve();
+      return;
+    }
+    const done = (): void => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
+  });
 }

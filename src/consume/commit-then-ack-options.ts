@@ -165,7 +165,10 @@ export function validateOptions(options: unknown): CommitThenAckOptions {
     );
   }
   if (o.onTemporaryFailure !== undefined) {
-    const a = readOptionKeys("options.onTemporaryFailure", o.onTemporaryFailure, ["action", "delayMs"]) as { action?: unknown; delayMs?: unknown };
+    const a = readOptionKeys("options.onTemporaryFailure", o.onTemporaryFailure, ["action", "delayMs", "retryInPlace"]) as { action?: unknown; delayMs?: unknown; retryInPlace?: unknown };
+    if (a.retryInPlace !== undefined && typeof a.retryInPlace !== "boolean") {
+      throw new TypeError(`options.onTemporaryFailure.retryInPlace must be a boolean, got ${JSON.stringify(a.retryInPlace)}: false settles a failed write at once instead of trying it again while the lease holds`);
+    }
     if (a.action !== "nak" && a.action !== "leave") {
       throw new TypeError(`options.onTemporaryFailure.action must be "nak" or "leave", got ${JSON.stringify(a.action)}`);
     }

@@ -11,6 +11,7 @@ import { DEFAULT_IN_PROGRESS_POLICY, type DisabledInProgressPolicy, type Verifie
 import { readOptionKeys } from "../policy/option-keys.js";
 import { isVerifiedPolicy } from "../policy/verified-policies.js";
 import type { BatchResult, BatchWrite } from "../settle/batch-result.js";
+import { DeliveryLimits } from "../settle/delivery-limits.js";
 import { Settler } from "../settle/settler.js";
 import { MetricsRecorder } from "../telemetry/metrics-recorder.js";
 import { BatchRunner } from "./batch-runner.js";
@@ -25,6 +26,7 @@ import {
 import { readBinding, type ConsumerBinding } from "./consumer-binding.js";
 import { checkDeadLetterSubject } from "./dead-letter-check.js";
 import { inspectConsumer } from "./inspect.js";
+import { shortestWindowMs } from "./intake-plan.js";
 import { setUpLoop, type LoopConsumer, type LoopInputs, type LoopSetup } from "./loop-setup.js";
 import { runEachMessage } from "./run-each.js";
 import { runBatches } from "./run-loop.js";
@@ -63,6 +65,8 @@ export class CommitThenAck {
   readonly #policy: VerifiedInProgressPolicy | DisabledInProgressPolicy;
   readonly #metrics: MetricsRecorder;
   readonly #runner: BatchRunner;
+  /** Each consumer's MaxDeliver: the host's, bound, learnt by a loop, or read once from the server. */
+  readonly #limits: DeliveryLimits;
   /** The instance's signal, handed to each call through one listener. */
   readonly #signal: SignalFanout;
   #binding: ConsumerBinding | undefined;
@@ -86,7 +90,7 @@ export class CommitThenAck {
       onTemporaryFailure: this.#options.onTemporaryFailure ?? { action: "nak" },
       deadLetter: this.#options.deadLetter,
       nakBackOff,
-      maxDeliver: this.#options.maxDeliver ?? timing?.maxDeliver,
+      limits: (this.#limits = new DeliveryLimits(this.#options.maxDeliver ?? timing?.maxDeliver, this.#options.connection)),
       metrics: this.#metrics,
       random: Math.random,
     });
@@ -100,6 +104,8 @@ export class CommitThenAck {
       tracing: this.#options.tracing,
       names: () => ({ stream: this.#binding?.stream, consumer: this.#binding?.consumer }),
       shutdownTimeoutMs: this.#shutdownTimeoutMs,
+      windowMs: shortestWindowMs(timing?.ackWaitMs, timing?.backOffMs),
+      retryInPlace: this.#options.onTemporaryFailure?.retryInPlace !== false,
     });
   }
 
@@ -349,12 +355,11 @@ export class CommitThenAck {
           this.#runner.process(
             [m],
             async (msgs, ctx) => {
-              try {
-                // A handler's value is never a report: only a thrown error fails its message.
-                await handle(msgs[0]!, ctx);
-              } finally {
-                handled();
-              }
+              // A handler's value is never a report: only a thrown error fails its message.
+              await handle(msgs[0]!, ctx);
+              // Its slot is free now, while the message is acked; a failed one keeps its slot
+              // until settled (it may be tried again in place).
+              handled();
             },
             signal,
             receivedAt,
@@ -381,9 +386,15 @@ export class CommitThenAck {
           metrics: this.#metrics,
           connection: this.#options.connection as LoopInputs["connection"],
           shutdownTimeoutMs: this.#shutdownTimeoutMs,
+          sinkDown: () => this.#runner.retrying > 0,
+          onRecovered: (l) => this.#runner.onRecovered(l),
         },
         mode,
       );
+      const { stream, consumer: name, maxDeliver, ackWaitMs, backOffMs } = setup.facts;
+      // What the consumer object already knew: no read at settle time.
+      if (stream !== undefined && name !== undefined && maxDeliver !== undefined) this.#limits.learn(stream, name, maxDeliver);
+      this.#runner.learnWindow(shortestWindowMs(ackWaitMs, backOffMs));
       return { setup, release: child.release };
     } catch (err) {
       child.release();

@@ -27,6 +27,7 @@ export interface ConsumerFacts {
   readonly consumer: string | undefined;
   readonly ackWaitMs: number | undefined;
   readonly backOffMs: readonly number[] | undefined;
+  /** MaxDeliver (0 or less: unlimited); `undefined` when the consumer's info was not at hand. */
   readonly maxDeliver: number | undefined;
   readonly maxAckPending: number | undefined;
   readonly pinned: boolean;
@@ -41,6 +42,10 @@ export interface LoopInputs {
   readonly metrics: MetricsRecorder;
   readonly connection: (Partial<Flushable> & { isClosed(): boolean }) | undefined;
   readonly shutdownTimeoutMs: number;
+  /** A batch is being retried in place (the sink is down): pull nothing new. */
+  readonly sinkDown: () => boolean;
+  /** Calls the listener once no batch is retried any more; returns its remover. */
+  readonly onRecovered: (listener: () => void) => () => void;
 }
 
 /** A loop's settings and the parts both loops share. */
@@ -112,6 +117,8 @@ export async function setUpLoop(consumer: LoopConsumer, settings: LoopSettings, 
     metrics: inputs.metrics,
     connection: inputs.connection,
     shutdownTimeoutMs: inputs.shutdownTimeoutMs,
+    sinkDown: inputs.sinkDown,
+    onRecovered: inputs.onRecovered,
     flush: () => flushBounded(flushing, inputs.shutdownTimeoutMs),
     onIdle: pauseWatch(consumer, facts.paused, (paused) => {
       if (paused) report(named("consumer_paused", "it is paused: nothing is delivered until it resumes; the loop waits for it"), "fetch");
@@ -134,7 +141,7 @@ export async function learnConsumer(consumer: LoopConsumer, binding: ConsumerBin
       consumer: binding.consumer,
       ackWaitMs: binding.ackWaitMs,
       backOffMs: binding.backOffMs,
-      maxDeliver: binding.maxDeliver,
+      maxDeliver: binding.maxDeliver ?? -1,
       maxAckPending: binding.maxAckPending,
       pinned: pull?.group !== undefined && binding.priorityPolicy === "pinned_client",
       paused: binding.paused,
@@ -156,7 +163,8 @@ export async function learnConsumer(consumer: LoopConsumer, binding: ConsumerBin
     consumer: typeof raw?.name === "string" ? raw.name : undefined,
     ackWaitMs: positive(timing.ackWaitMs),
     backOffMs: timing.backOffMs?.every((s) => positive(s) !== undefined) ? timing.backOffMs : undefined,
-    maxDeliver: positive(timing.maxDeliver),
+    // Absent from the info: the server's default, unlimited.
+    maxDeliver: info === undefined ? undefined : typeof timing.maxDeliver === "number" && Number.isInteger(timing.maxDeliver) ? timing.maxDeliver : -1,
     maxAckPending: positive(config["max_ack_pending"]),
     pinned: pull?.group !== undefined && config["priority_policy"] === "pinned_client",
     paused: raw?.paused === true,

@@ -62,16 +62,25 @@ export async function runEachMessage(settings: LoopSettings, loop: EachContext):
     running.add(p);
   };
   try {
-    source = await loop.openSource(start, () => settings.capacity - handling);
+    // Nothing new while the sink is down (a message is retried in place).
+    source = await loop.openSource(start, () => (loop.sinkDown() ? 0 : settings.capacity - handling));
   } catch (err) {
     handlers.dispose();
     throw err;
   }
   const opened = source;
   const pulls = new PullTasks(opened, settings, loop, wake, () => undefined);
+  const stopWatching = loop.onRecovered(() => {
+    opened.roomChanged();
+    wake.wake();
+  });
 
   try {
     while (!signal?.aborted && pulls.stopped === undefined) {
+      if (loop.sinkDown()) {
+        await wake.wait(signal);
+        continue;
+      }
       const max = pullSize(
         {
           capacity: settings.capacity,
@@ -91,6 +100,7 @@ export async function runEachMessage(settings: LoopSettings, loop: EachContext):
     }
   } finally {
     // No new pull; the open ones end by themselves and what they bring is handled.
+    stopWatching();
     const closing = opened.close();
     await pulls.settled();
     await closing;

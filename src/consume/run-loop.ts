@@ -30,6 +30,10 @@ export interface LoopBase {
   readonly flush: () => Promise<void>;
   /** A pull ended empty: the loop may look at the consumer (paused?) now and then. */
   readonly onIdle: () => void;
+  /** A batch is being retried in place (the sink is down): pull nothing new meanwhile. */
+  readonly sinkDown: () => boolean;
+  /** Calls the listener once no batch is retried any more; returns its remover. */
+  readonly onRecovered: (listener: () => void) => () => void;
 }
 
 /** What the batch loop needs besides its options. */
@@ -63,8 +67,10 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
     wake.wake();
   };
   const inFlight = new Set<Promise<void>>();
-  // What can start now: free writes' worth of batches, less what already waits for one.
-  const room = (): number => Math.min(settings.capacity - intake.held, (settings.concurrency - inFlight.size) * settings.batchSize - intake.waiting);
+  // What can start now: free writes' worth of batches, less what already waits for one; nothing
+  // while the sink is down (a batch is retried in place).
+  const room = (): number =>
+    loop.sinkDown() ? 0 : Math.min(settings.capacity - intake.held, (settings.concurrency - inFlight.size) * settings.batchSize - intake.waiting);
   let source: PullSource;
   try {
     source = await loop.openSource(arrive, room);
@@ -100,10 +106,18 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
     while (intake.waiting > 0 && (pullEnded || intake.waiting >= settings.batchSize)) start(intake.take(settings.batchSize));
   };
   const pulls = new PullTasks(source, settings, loop, wake, () => startWaiting(true));
+  const stopWatching = loop.onRecovered(() => {
+    source.roomChanged();
+    wake.wake();
+  });
 
   try {
     while (!signal?.aborted && pulls.stopped === undefined) {
       startWaiting(false);
+      if (loop.sinkDown()) {
+        await wake.wait(signal);
+        continue;
+      }
       if (source.refills) {
         // A subscription refills by itself (within what the loop can start); a window over it
         // sets the batch boundary: it ends when a batch's worth arrived, or at the expiry.
@@ -130,6 +144,7 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
   } finally {
     // No new pull; the open ones (and a pinned subscription's refills) end by themselves, and
     // what they bring is written.
+    stopWatching();
     const closing = source.close();
     await pulls.settled();
     await closing;

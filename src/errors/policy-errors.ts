@@ -104,6 +104,8 @@ export class InProgressPolicyError extends Error {
  *   the lease bound, so pulls expire at the bound; a pull is never cut short),
  *   `consumer_paused` (nothing is delivered until it resumes; the loop waits) and
  *   `consumer_unavailable` (a pinned subscription says the consumer was deleted or cannot deliver).
+ * - `max_deliver_unknown`: a `settleError`, not thrown: the consumer's MaxDeliver could not be
+ *   read, so a temporary failure was left for redelivery instead of NAKed.
  *
  * @example
  * ```ts
@@ -125,7 +127,8 @@ export type ConsumerPolicyReason =
   | "max_ack_pending_below_capacity"
   | "pull_expiry_clamped"
   | "consumer_paused"
-  | "consumer_unavailable";
+  | "consumer_unavailable"
+  | "max_deliver_unknown";
 
 /**
  * A durable consumer could not be inspected, or is unsuitable for commit-then-ack with the

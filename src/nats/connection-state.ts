@@ -72,14 +72,77 @@ export interface Requester {
   request(subject: string, payload?: string | Uint8Array, options?: { timeout?: number }): Promise<unknown>;
 }
 
-/** The connection that delivered `m`, when it can send requests (for ACK retries). */
+/**
+ * Requests through the connection that delivered `m` (for ACK retries and a consumer-info read
+ * when the host gave no connection). A message reaches only its connection's protocol layer,
+ * not the `NatsConnection`, so this sends the request the way the client's own `ackAck()` does:
+ * a token on the connection's shared reply inbox, a publish with that reply, one timer. A test
+ * fake with its own `request(subject, …)` is used as it is. `undefined` when neither is there.
+ */
 export function requesterOf(m: JsMsg): Requester | undefined {
   try {
-    const publisher = (m as unknown as { msg?: { publisher?: { request?: unknown } } }).msg?.publisher;
-    return publisher !== undefined && typeof publisher.request === "function" ? (publisher as Requester) : undefined;
+    const publisher = (m as unknown as { msg?: { publisher?: unknown } }).msg?.publisher as ProtocolLike | { request?: unknown } | undefined;
+    if (publisher === undefined || publisher === null) return undefined;
+    if (isProtocol(publisher)) return { request: (subject, payload, options) => requestThrough(publisher, subject, payload, options?.timeout ?? 5000) };
+    return typeof publisher.request === "function" ? (publisher as Requester) : undefined;
   } catch {
     return undefined;
   }
+}
+
+/** The client's protocol layer, as far as a request needs it. */
+interface ProtocolLike {
+  request(r: MuxRequest): unknown;
+  publish(subject: string, payload: Uint8Array | string, options: { reply: string }): void;
+  muxSubscriptions: { baseInbox?: string; cancel(r: MuxRequest): void };
+}
+
+/** What the protocol layer's reply inbox hands a reply to. */
+interface MuxRequest {
+  readonly token: string;
+  readonly requestSubject: string;
+  received: number;
+  resolver(err: unknown, msg: unknown): void;
+  cancel(err?: unknown): void;
+}
+
+function isProtocol(p: unknown): p is ProtocolLike {
+  const x = p as Partial<ProtocolLike> | null;
+  return x !== null && typeof x === "object" && typeof x.request === "function" && typeof x.publish === "function" && typeof x.muxSubscriptions === "object" && x.muxSubscriptions !== null;
+}
+
+let tokens = 0;
+
+function requestThrough(proto: ProtocolLike, subject: string, payload: string | Uint8Array | undefined, timeoutMs: number): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    let done = false;
+    const finish = (err: unknown, msg: unknown): void => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      proto.muxSubscriptions.cancel(r);
+      if (err !== null && err !== undefined) reject(err);
+      else resolve(msg);
+    };
+    const r: MuxRequest = {
+      token: `jsip${(++tokens).toString(36)}`,
+      requestSubject: subject,
+      received: 0,
+      resolver: finish,
+      cancel: (err) => finish(err ?? new Error("request cancelled"), undefined),
+    };
+    const timer = setTimeout(() => finish(Object.assign(new Error(`request timed out after ${timeoutMs} ms`), { name: "TimeoutError" }), undefined), timeoutMs);
+    timer.unref?.();
+    try {
+      // Registers the token and, on first use, the connection's reply inbox.
+      proto.request(r);
+      const inbox = proto.muxSubscriptions.baseInbox;
+      if (typeof inbox !== "string") throw new Error("the connection has no reply inbox");
+      proto.publish(subject, payload ?? new Uint8Array(), { reply: `${inbox}${r.token}` });
+    } catch (err) {
+      finish(err, undefined);
+    }
+  });
 }
 
 /** A connection that can be flushed (the server answered a PING: it processed every earlier frame). */

@@ -44,6 +44,16 @@ export function streamSequence(m: JsMsg): number | undefined {
   }
 }
 
+/** The JetStream domain a message came through, when its ack subject names one. */
+export function jetStreamDomain(m: JsMsg): string | undefined {
+  try {
+    const domain = (m.info as { domain?: unknown } | undefined)?.domain;
+    return typeof domain === "string" && domain !== "" && domain !== "_" ? domain : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Stream, consumer and stream sequence from the delivery info, when readable. */
 export function deliveryInfo(m: JsMsg): { stream: string; consumer: string; streamSequence: number; deliveryCount: number } | undefined {
   try {

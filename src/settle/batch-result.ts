@@ -11,6 +11,15 @@ import type { WorkContext } from "../lease/work-context.js";
  * leave it and let AckWait decide. On the last allowed delivery neither applies: the message is
  * dead-lettered when a target exists, otherwise reported as exhausted.
  *
+ * Before either, a write that threw a temporary error for the whole batch (the sink is down)
+ * is tried again in place — the same messages, the same deliveries — with a growing delay
+ * (250 ms doubling to 2 s), while the lease holds: up to `(maxHeartbeats − 1) × intervalMs`
+ * with heartbeats (they go on meanwhile), a quarter of the consumer's AckWait without, not at
+ * all when neither is known. Meanwhile the loops pull nothing new. Only when it still fails
+ * does the rule above apply, so an outage the lease can bridge spends no delivery.
+ * `retryInPlace: false` settles at once. A report's per-message failures are never retried in
+ * place: they are NAKed (or left) as they are.
+ *
  * Without `delayMs` the NAK delay grows with the delivery count: 1 s after the first delivery,
  * doubling each time up to 60 s, lengthened by up to 20% of jitter (never shortened), and
  * corrected for the consumer's BackOff in BackOff-aware mode. `delayMs: 0` is the explicit way
@@ -28,10 +37,14 @@ export type TemporaryFailureAction =
       readonly action: "nak";
       /** A fixed wait before redelivery, integer 0 ..= 86,400,000 ms; default: growing with the delivery count. */
       readonly delayMs?: number;
+      /** Try a write that threw again in place first (default `true`); see {@link TemporaryFailureAction}. */
+      readonly retryInPlace?: boolean;
     }
   | {
       /** Send nothing; the message is redelivered after its AckWait. */
       readonly action: "leave";
+      /** Try a write that threw again in place first (default `true`); see {@link TemporaryFailureAction}. */
+      readonly retryInPlace?: boolean;
     };
 
 /**

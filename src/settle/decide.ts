@@ -11,7 +11,7 @@
  * | failed, cancelled by the host | none (`cancelled`) |
  * | failed, lease lost | none (`lease_lost`: another worker may hold it) |
  * | permanent failure | dead-letter, else `+TERM` |
- * | temporary failure | `-NAK` with a delay, or none (`leave`) |
+ * | temporary failure | `-NAK` with a delay, or none (`leave`); none (`limit_unknown`) when MaxDeliver is unknown |
  *
  * "Failed" covers every message the write did not commit: a temporary or permanent error, a
  * cancelled write, a write cut short by a lost lease.
@@ -26,8 +26,10 @@ export interface SettleFacts {
   readonly verdict: Verdict;
   /** Its delivery count (1 for a first delivery), when readable. */
   readonly deliveryCount: number | undefined;
-  /** The consumer's MaxDeliver, when known; `undefined`, `0` or negative: unlimited. */
+  /** The consumer's MaxDeliver; `undefined`, `0` or negative: unlimited (or unknown, see `limitKnown`). */
   readonly maxDeliver: number | undefined;
+  /** Whether the consumer's MaxDeliver is known; an unknown limit is never taken for "deliveries left". */
+  readonly limitKnown: boolean;
   /** The host shut down before the write committed. */
   readonly cancelled: boolean;
   /** The batch's lease ran out while the write ran. */
@@ -48,7 +50,7 @@ export interface SettleRules {
 }
 
 /** Why a message gets no frame. */
-export type NoFrameReason = "connection_closed" | "cancelled" | "lease_lost" | "leave" | "exhausted" | "exhausted_connection_closed";
+export type NoFrameReason = "connection_closed" | "cancelled" | "lease_lost" | "leave" | "limit_unknown" | "exhausted" | "exhausted_connection_closed";
 
 /** The frame one message gets. */
 export type Decision =
@@ -70,6 +72,7 @@ const NONE: Readonly<Record<NoFrameReason, Decision>> = Object.freeze({
   cancelled: Object.freeze({ frame: "none", reason: "cancelled" }),
   lease_lost: Object.freeze({ frame: "none", reason: "lease_lost" }),
   leave: Object.freeze({ frame: "none", reason: "leave" }),
+  limit_unknown: Object.freeze({ frame: "none", reason: "limit_unknown" }),
   exhausted: Object.freeze({ frame: "none", reason: "exhausted" }),
   exhausted_connection_closed: Object.freeze({ frame: "none", reason: "exhausted_connection_closed" }),
 });
@@ -99,5 +102,7 @@ export function decide(facts: SettleFacts, rules: SettleRules): Decision {
   if (facts.cancelled) return NONE.cancelled;
   if (facts.leaseLost) return NONE.lease_lost;
   if (facts.verdict === "permanent") return rules.deadLetter ? DEAD_LETTER : TERM;
-  return rules.temporary === "nak" ? NAK : NONE.leave;
+  if (rules.temporary === "leave") return NONE.leave;
+  // A NAK promises a retry: only when the limit says one is left.
+  return facts.limitKnown ? NAK : NONE.limit_unknown;
 }

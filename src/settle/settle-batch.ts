@@ -10,6 +10,7 @@ import { MetricNames } from "../telemetry/metric-names.js";
 import type { MetricsRecorder } from "../telemetry/metrics-recorder.js";
 import type { BatchResult, MessageResult } from "./batch-result.js";
 import { ACK, decide, type Verdict } from "./decide.js";
+import type { DeliveryLimit, DeliveryLimits } from "./delivery-limits.js";
 import type { SettleBudget } from "./settle-budget.js";
 import { publishBatchSettled } from "./settle-events.js";
 import type { Settler } from "./settler.js";
@@ -55,10 +56,15 @@ export async function settleBatch(list: readonly JsMsg[], outcome: WriteOutcome,
   if (failedCount > 0) metrics.count(MetricNames.MESSAGES_FAILED_TOTAL, failedCount);
 
   const rules = settler.rules;
-  const maxDeliver = settler.maxDeliver;
   const connectionClosed = batchConnectionClosed(list, context.connection);
   const { cancelled, leaseLost } = outcome;
-  const scope = { budget: context.budget, batchId: context.batchId, batchSize: list.length, leaseLost };
+  // The consumers' MaxDeliver matters only for failures: read (once per consumer) only then.
+  const limits = failedCount > 0 ? await resolveLimits(list, settler.limits) : undefined;
+  const maxDeliverOf = (m: JsMsg): number | undefined => {
+    const limit = limits?.get(m);
+    return typeof limit === "number" ? limit : undefined;
+  };
+  const scope = { budget: context.budget, batchId: context.batchId, batchSize: list.length, leaseLost, maxDeliver: maxDeliverOf };
   let pending = false;
   // The common case, every message committed on an open connection: the table says ACK for
   // each, so it is not asked per message.
@@ -74,7 +80,15 @@ export async function settleBatch(list: readonly JsMsg[], outcome: WriteOutcome,
     const verdict: Verdict = !failed ? "committed" : error instanceof PermanentSinkError ? "permanent" : "temporary";
     const decision = decide(
       // A committed message is ACKed whatever else happened; the rest reads the batch's state.
-      { verdict, deliveryCount: verdict === "committed" ? undefined : deliveryCount(m), maxDeliver, cancelled: cancelled && failed, leaseLost, connectionClosed },
+      {
+        verdict,
+        deliveryCount: verdict === "committed" ? undefined : deliveryCount(m),
+        maxDeliver: maxDeliverOf(m),
+        limitKnown: verdict === "committed" || limits?.get(m) !== "unknown",
+        cancelled: cancelled && failed,
+        leaseLost,
+        connectionClosed,
+      },
       rules,
     );
     const r = settler.apply(m, decision, error, scope);
@@ -109,6 +123,19 @@ export async function settleBatch(list: readonly JsMsg[], outcome: WriteOutcome,
     ...(result.error !== undefined ? { errorName: errorName(result.error) } : {}),
   }));
   return result;
+}
+
+/** Each message's MaxDeliver (one read per consumer at most, shared by the batch). */
+async function resolveLimits(list: readonly JsMsg[], limits: DeliveryLimits): Promise<Map<JsMsg, DeliveryLimit>> {
+  const out = new Map<JsMsg, DeliveryLimit>();
+  const waits: Promise<void>[] = [];
+  for (const m of list) {
+    const limit = limits.limitFor(m);
+    if (limit instanceof Promise) waits.push(limit.then((l) => void out.set(m, l)));
+    else out.set(m, limit);
+  }
+  if (waits.length > 0) await Promise.all(waits);
+  return out;
 }
 
 function record(m: MetricsRecorder, r: BatchResult): void {

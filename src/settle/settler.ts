@@ -3,9 +3,9 @@
  * decision itself is pure (`decide.ts`); everything here is I/O and its failure handling.
  */
 import type { JsMsg } from "@nats-io/jetstream";
-import { ConnectionClosedError, DeadLetterError, DisconnectedError, errorName } from "../errors.js";
+import { ConnectionClosedError, ConsumerPolicyError, DeadLetterError, DisconnectedError, errorName } from "../errors.js";
 import { connectionDown, type Requester } from "../nats/connection-state.js";
-import { deliveryCount } from "../nats/message-access.js";
+import { deliveryCount, deliveryInfo } from "../nats/message-access.js";
 import { MetricNames } from "../telemetry/metric-names.js";
 import type { MetricsRecorder } from "../telemetry/metrics-recorder.js";
 import type { MessageResult, TemporaryFailureAction } from "./batch-result.js";
@@ -14,6 +14,7 @@ import { publishDeadLetter, type DeadLetterTarget } from "./dead-letter.js";
 import { ackConfirmed, nakWithDelay, termWithReason, type ConfirmAckOptions } from "./frames.js";
 import { ackWhenConnected } from "./held-acks.js";
 import { defaultNakDelayMs } from "./retry-delay.js";
+import type { DeliveryLimits } from "./delivery-limits.js";
 import type { SettleBudget } from "./settle-budget.js";
 import { publishMessageExhausted, type MessageExhaustedEvent } from "./settle-events.js";
 
@@ -29,17 +30,19 @@ export interface SettleConfig {
   readonly deadLetter: DeadLetterTarget | undefined;
   /** The BackOff that NAK delays are corrected for (BackOff-aware mode only). */
   readonly nakBackOff: readonly number[] | undefined;
-  /** The consumer's MaxDeliver, when known. */
-  readonly maxDeliver: number | undefined;
+  /** Each consumer's MaxDeliver: the host's, bound, learnt or read from the server. */
+  readonly limits: DeliveryLimits;
   /** Where settle metrics go. */
   readonly metrics: MetricsRecorder;
   /** Randomness for the jitter of the default NAK delay. */
   readonly random: () => number;
 }
 
-/** What one batch's settling shares: its time budget, its lease deadline and its number. */
+/** What one batch's settling shares: its time budget, its number, its consumer's MaxDeliver. */
 export interface SettleScope {
   readonly budget: SettleBudget;
+  /** The MaxDeliver of a message's consumer, resolved for this batch (0 or less, or unknown: no last delivery). */
+  readonly maxDeliver: (m: JsMsg) => number | undefined;
   readonly batchId: number;
   readonly batchSize: number;
   readonly leaseLost: boolean;
@@ -63,8 +66,9 @@ export class Settler {
     return { temporary: this.#config.onTemporaryFailure.action, deadLetter: this.#config.deadLetter !== undefined };
   }
 
-  get maxDeliver(): number | undefined {
-    return this.#config.maxDeliver;
+  /** Each consumer's MaxDeliver. */
+  get limits(): DeliveryLimits {
+    return this.#config.limits;
   }
 
   /**
@@ -91,6 +95,7 @@ export class Settler {
         if (decision.reason === "exhausted") return this.#exhausted(m, error, "no_dead_letter_target", scope, undefined);
         if (decision.reason === "exhausted_connection_closed") return this.#exhausted(m, error, "connection_closed", scope, new ConnectionClosedError());
         if (decision.reason === "connection_closed") return withError({ msg: m, action: "left", settleError: new ConnectionClosedError() }, error);
+        if (decision.reason === "limit_unknown") return withError({ msg: m, action: "left", settleError: limitUnknown(m) }, error);
         return withError({ msg: m, action: "left" }, error);
     }
   }
@@ -152,7 +157,7 @@ export class Settler {
       return { msg: m, action: "termed", error };
     } catch (settleError) {
       // On the last allowed delivery nothing brings the message back: say so, never "left".
-      if (isLastDelivery(deliveryCount(m), this.#config.maxDeliver)) return this.#exhausted(m, error, "no_dead_letter_target", scope, settleError);
+      if (isLastDelivery(deliveryCount(m), scope.maxDeliver(m))) return this.#exhausted(m, error, "no_dead_letter_target", scope, settleError);
       return { msg: m, action: "left", error, settleError };
     }
   }
@@ -201,12 +206,23 @@ export class Settler {
       batchId: scope.batchId,
       batchSize: scope.batchSize,
       deliveryCount: deliveryCount(m) ?? 0,
-      maxDeliver: this.#config.maxDeliver ?? 0,
+      maxDeliver: scope.maxDeliver(m) ?? 0,
       reason,
       errorName: errorName(settleError ?? error),
     }));
     return withError({ msg: m, action: "exhausted", ...(settleError !== undefined ? { settleError } : {}) }, error);
   }
+}
+
+/** Why a failed message was left rather than NAKed: its consumer's MaxDeliver could not be read. */
+function limitUnknown(m: JsMsg): ConsumerPolicyError {
+  const info = deliveryInfo(m);
+  return new ConsumerPolicyError("max_deliver_unknown", {
+    stream: info?.stream ?? "?",
+    consumer: info?.consumer ?? "?",
+    message:
+      "its MaxDeliver could not be read, so a NAK could promise a retry that never comes (on the last allowed delivery): the message was left for redelivery after AckWait instead; pass options.maxDeliver, use CommitThenAck.forConsumer, or grant the identity $JS.API.CONSUMER.INFO",
+  });
 }
 
 function withError(r: MessageResult, error: unknown): MessageResult {

@@ -41,6 +41,8 @@ const METRIC_NAMES = {
   MESSAGES_LEFT_TOTAL: "messages_left_total",
   /** Counter: messages that failed on their last allowed delivery with no dead-letter copy: the server will not deliver them again. */
   MESSAGES_EXHAUSTED_TOTAL: "messages_exhausted_total",
+  /** Counter: writes tried again in place after the whole batch failed temporarily (the sink was down), instead of NAKing it. */
+  WRITE_RETRIES_TOTAL: "write_retries_total",
   /** Counter: messages whose write was still running at the shutdown bound (settled when it ends). */
   MESSAGES_ABANDONED_TOTAL: "messages_abandoned_total",
   /** Counter: ACKs held while the client was between connections and sent after the reconnect. */
@@ -154,6 +156,7 @@ const DEFINITIONS: Record<MetricName, Omit<MetricDefinition, "name" | "labelName
   messages_failed_total: { kind: "counter", unit: "1", help: "Messages whose write failed" },
   messages_left_total: { kind: "counter", unit: "1", help: "Messages left for redelivery without an ack frame" },
   messages_exhausted_total: { kind: "counter", unit: "1", help: "Messages that failed on their last allowed delivery with no dead-letter copy" },
+  write_retries_total: { kind: "counter", unit: "1", help: "Writes tried again in place after the whole batch failed temporarily" },
   messages_abandoned_total: { kind: "counter", unit: "1", help: "Messages whose write was still running at the shutdown bound" },
   acks_held_total: { kind: "counter", unit: "1", help: "ACKs held during a disconnect and sent after the reconnect" },
   acks_unsent_total: { kind: "counter", unit: "1", help: "ACKs of committed messages that could not be sent before their lease ran out" },

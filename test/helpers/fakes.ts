@@ -13,8 +13,12 @@ export interface FakeMsg extends JsMsg {
 
 let seq = 0;
 
-/** A message that records what the library does to it. */
-export function fakeMsg(options: { deliveryCount?: number; stream?: string; consumer?: string; seq?: number } = {}): FakeMsg {
+/**
+ * A message that records what the library does to it. Its connection answers a consumer-info
+ * request with `maxDeliver` (default -1, the server's default: unlimited), as a server would,
+ * or refuses it (`"unreadable"`); every other request gets no responder.
+ */
+export function fakeMsg(options: { deliveryCount?: number; stream?: string; consumer?: string; seq?: number; maxDeliver?: number | "unreadable" } = {}): FakeMsg {
   seq += 1;
   const streamSequence = options.seq ?? seq;
   const deliveryCount = options.deliveryCount ?? 1;
@@ -33,6 +37,7 @@ export function fakeMsg(options: { deliveryCount?: number; stream?: string; cons
     data: new Uint8Array(),
     subject: "s",
     sid: 1,
+    msg: { publisher: { request: fakeRequest(options.maxDeliver ?? -1) } },
     time: new Date(0),
     timestamp: new Date(0).toISOString(),
     timestampNanos: 0n,
@@ -70,6 +75,14 @@ export function fakeMsg(options: { deliveryCount?: number; stream?: string; cons
     },
   };
   return m as unknown as FakeMsg;
+}
+
+/** A connection's request(): consumer info with `maxDeliver`, or no responder. */
+function fakeRequest(maxDeliver: number | "unreadable"): (subject: string) => Promise<{ data: Uint8Array }> {
+  return async (subject) => {
+    if (maxDeliver === "unreadable" || !subject.includes(".CONSUMER.INFO.")) throw Object.assign(new Error("no responders"), { name: "NoRespondersError" });
+    return { data: new TextEncoder().encode(JSON.stringify({ config: { max_deliver: maxDeliver } })) };
+  };
 }
 
 /** A clock the test moves by hand; timers fire only in `advance`. */

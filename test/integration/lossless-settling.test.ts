@@ -342,6 +342,23 @@ describe("lossless settling on a real nats-server", () => {
     expect(spy.of("-NAK")).toHaveLength(10);
   });
 
+  it("19. new CommitThenAck() (the README's process) with a consumer of max_deliver 2: NAK on delivery 1, none on delivery 2 (read from the server), reported exhausted", async () => {
+    const f = await createFixture(fx.nc, { ackWaitMs: 30_000, maxDeliver: 2 });
+    await using spy = await AckSpy.start(fx.spyConn, f.stream);
+    const [seq] = await publish(f, 1);
+    const ack = new CommitThenAck();
+    const failing = () => Promise.reject(new TemporarySinkError("database down"));
+    const r1 = await ack.process(await fetchBatch(f, 1), failing);
+    expect(r1.outcome).toBe("nacked");
+    // The default delay after delivery 1 is 1 s (plus jitter).
+    const again = await fetchBatch(f, 1, 5000);
+    expect(again[0]?.info.deliveryCount).toBe(2);
+    const r2 = await ack.process(again, failing);
+    expect(r2.outcome).toBe("exhausted");
+    await fx.drain();
+    expect(spy.forSequence(seq!).map((x) => `${x.kind}@${x.deliveryCount}`)).toEqual(["-NAK@1"]);
+  });
+
   it("17. settling after a shutdown is bounded: a confirmed ACK to a deleted consumer gives up within the shutdown bound", async () => {
     const f = await createFixture(fx.nc, { ackWaitMs: 30_000 });
     await publish(f, 1);

@@ -418,9 +418,9 @@ describe("nothing sensitive leaves the process", () => {
     })));
     expect(results.at(-1)?.outcome).toBe("partial");
 
-    // A report the library cannot fully read: its TypeError is the library's own.
+    // A report the library cannot fully read fails closed; its TypeError is the library's own.
     const malformed = await leave.process(await messages(f, 1), () => ({ failed: [{ error: new Error(PAYLOAD) }] }) as never);
-    expect(malformed.outcome).toBe("acked");
+    expect(malformed.outcome).toBe("left");
     expect(malformed.reportError).toBeInstanceOf(TypeError);
     keep(libraryErrors, "report TypeError", malformed.reportError);
 
@@ -518,7 +518,17 @@ describe("nothing sensitive leaves the process", () => {
       expect(held.messages[0]).toMatchObject({ action: "acked" });
       expect(held.messages[0]?.settleError).toBeUndefined();
       await eventually(connected, "the reconnect");
-      const unsent = await new CommitThenAck({ metrics: main.sink, timing: { ackWaitMs: 200, source: "configured" } }).process(await messages(h, 1), () => cutFor(1500));
+      // A shutdown while the ACK is held: given up at the shutdown bound, not sent, not counted as acked.
+      const shutdown = new AbortController();
+      const unsent = await new CommitThenAck({
+        metrics: main.sink,
+        signal: shutdown.signal,
+        inProgress: verifyInProgressPolicy({ enabled: false, shutdownTimeoutMs: 200 }, undefined),
+      }).process(await messages(h, 1), async () => {
+        await cutFor(1500);
+        shutdown.abort();
+      });
+      expect(unsent.messages[0]).toMatchObject({ action: "left" });
       expect(unsent.messages[0]?.settleError).toMatchObject({ name: "DisconnectedError" });
       keep(libraryErrors, "settleError of an ACK that could not be sent", unsent.messages[0]?.settleError);
     } finally {

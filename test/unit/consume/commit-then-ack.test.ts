@@ -194,7 +194,7 @@ describe("CommitThenAck.process classification (fakes)", () => {
 
   it("a report in a slightly wrong shape fails closed: every message a temporary failure (NAKed), never an ACK, and reportError says why", async () => {
     const shapes: Array<[string, (batch: readonly FakeMsg[]) => unknown, RegExp]> = [
-      ["{ failed: [msg] }", (b) => ({ failed: [b[1]] }), /2 entries that are not \{ msg, error \}|1 entry that is not/],
+      ["{ failed: [msg] }", (b) => ({ failed: [b[1]] }), /1 entry (that is not \{ msg, error \}|naming a message not of this batch)/],
       ["{ failed: [{ message: msg, error }] }", (b) => ({ failed: [{ message: b[1], error: new Error("x") }] }), /1 entry that is not \{ msg, error \}/],
       ["{ failed: [{ msg: seq, error }] }", (b) => ({ failed: [{ msg: b[1]!.seq, error: new Error("x") }] }), /1 entry naming a message not of this batch/],
       ["{ failed: { msg, error } }", (b) => ({ failed: { msg: b[1], error: new Error("x") } }), /failed = an object, not an array|not an array/],

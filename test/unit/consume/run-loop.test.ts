@@ -43,6 +43,8 @@ function context(open: (arrive: Arrival) => Promise<PullSource>, process: LoopCo
     shutdownTimeoutMs: 1000,
     flush: async () => void (flushes.n += 1),
     onIdle: () => undefined,
+    sinkDown: () => false,
+    onRecovered: () => () => undefined,
     process,
   };
 }

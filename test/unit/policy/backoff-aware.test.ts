@@ -110,14 +110,14 @@ describe("lease per delivery count", () => {
 describe("CommitThenAck NAK delays in BackOff-aware mode", () => {
   it("sends the adjusted delay and reports the real one", async () => {
     const m = fakeMsg({ deliveryCount: 2 });
-    const ack = new CommitThenAck({ inProgress: aware(), onTemporaryFailure: { action: "nak", delayMs: 5000 } });
+    const ack = new CommitThenAck({ inProgress: aware(), onTemporaryFailure: { action: "nak", delayMs: 5000, retryInPlace: false } });
     const r = await ack.process([m], () => {
       throw new TemporarySinkError("busy");
     });
     expect(m.calls.nak).toEqual([2000]);
     expect(r.messages[0]).toMatchObject({ action: "nacked", requestedDelayMs: 5000, effectiveDelayMs: 5000 });
     const short = fakeMsg({ deliveryCount: 2 });
-    const r2 = await new CommitThenAck({ inProgress: aware(), onTemporaryFailure: { action: "nak", delayMs: 1000 } }).process([short], () => {
+    const r2 = await new CommitThenAck({ inProgress: aware(), onTemporaryFailure: { action: "nak", delayMs: 1000, retryInPlace: false } }).process([short], () => {
       throw new TemporarySinkError("busy");
     });
     expect(short.calls.nak).toEqual([1]);
@@ -126,7 +126,7 @@ describe("CommitThenAck NAK delays in BackOff-aware mode", () => {
 
   it("in reject mode (or without BackOff) the delay is sent as asked", async () => {
     const m = fakeMsg({ deliveryCount: 2 });
-    const r = await new CommitThenAck({ onTemporaryFailure: { action: "nak", delayMs: 5000 } }).process([m], () => {
+    const r = await new CommitThenAck({ onTemporaryFailure: { action: "nak", delayMs: 5000, retryInPlace: false } }).process([m], () => {
       throw new TemporarySinkError("busy");
     });
     expect(m.calls.nak).toEqual([5000]);

@@ -59,7 +59,7 @@ const consumer = (p: Probe) => ({
 // consume and policy rooms. withInProgress turns it into a TypeError.
 const SITES: readonly Site[] = [
   { where: "CommitThenAck options", known: COMMIT_THEN_ACK, base: { maxDeliver: 3 }, call: (o) => new CommitThenAck(o as never), getterIsTypeError: false },
-  { where: "options.onTemporaryFailure", known: ["action", "delayMs"], base: { action: "nak" }, call: (o) => new CommitThenAck({ onTemporaryFailure: o as never }), getterIsTypeError: false },
+  { where: "options.onTemporaryFailure", known: ["action", "delayMs", "retryInPlace"], base: { action: "nak" }, call: (o) => new CommitThenAck({ onTemporaryFailure: o as never }), getterIsTypeError: false },
   { where: "options.deadLetter", known: ["js", "subject", "timeoutMs"], base: { js, subject: "dlq.x" }, call: (o) => new CommitThenAck({ deadLetter: o as never }), getterIsTypeError: false },
   { where: "options.confirmAck", known: ["timeoutMs", "retries"], base: { retries: 1 }, call: (o) => new CommitThenAck({ confirmAck: o as never }), getterIsTypeError: false },
   { where: "options.heartbeat", known: ["onLimit", "confirm", "requireProgress"], base: { onLimit: "abort" }, call: (o) => new CommitThenAck({ heartbeat: o as never }), getterIsTypeError: false },

@@ -28,6 +28,7 @@ import {
   AckNotConfirmedError,
   CommitThenAck,
   ConnectionClosedError,
+  ConsumerPolicyError,
   DeadLetterError,
   HeartbeatLimitError,
   InMemoryMetrics,
@@ -332,7 +333,8 @@ async function play(s: Scenario): Promise<Observed> {
   const options: CommitThenAckOptions = {
     inProgress: buildPolicy(s.policy),
     ...(sink !== undefined ? { metrics: sink } : {}),
-    ...(s.temporary !== undefined ? { onTemporaryFailure: s.temporary } : {}),
+    // Retries in place have their own suite (retry-in-place.test.ts): here a failed write settles at once.
+    onTemporaryFailure: { ...(s.temporary ?? { action: "nak" as const }), retryInPlace: false },
     ...(s.deadLetter !== undefined ? { deadLetter: deadLetterTarget(s.deadLetter, log, confirmedStreams) } : {}),
     ...(s.maxDeliver !== undefined ? { maxDeliver: s.maxDeliver } : {}),
     ...(s.confirmAck ? { confirmAck: { timeoutMs: 100, retries: 1 } } : {}),
@@ -460,6 +462,8 @@ function expectations(s: Scenario, o: Observed, world: World): { msgs: Expect[];
       if (cancelled || leaseLost) return { ...base, actions: one("left"), settleError: false };
       if (permanent) return dl !== undefined ? deadLetter(false) : frame("termed", m.termThrows);
       if (s.temporary?.action === "leave") return { ...base, actions: one("left"), settleError: false };
+      // MaxDeliver not given and unreadable (the scripted connection answers no request): never a NAK.
+      if (maxDeliver === undefined && s.connection !== undefined) return { ...base, actions: one("left"), settleError: ConsumerPolicyError };
       return frame("nacked", m.nakThrows);
     }),
   };

@@ -19,9 +19,10 @@ function* everyCase(): Generator<[SettleFacts, SettleRules]> {
         for (const cancelled of BOOLS)
           for (const leaseLost of BOOLS)
             for (const connectionClosed of BOOLS)
-              for (const temporary of ["nak", "leave"] as const)
-                for (const deadLetter of BOOLS)
-                  yield [{ verdict, deliveryCount, maxDeliver, cancelled, leaseLost, connectionClosed }, { temporary, deadLetter }];
+              for (const limitKnown of BOOLS)
+                for (const temporary of ["nak", "leave"] as const)
+                  for (const deadLetter of BOOLS)
+                    yield [{ verdict, deliveryCount, maxDeliver: limitKnown ? maxDeliver : undefined, limitKnown, cancelled, leaseLost, connectionClosed }, { temporary, deadLetter }];
 }
 
 /** The table, written out independently of the implementation's order of checks. */
@@ -36,7 +37,8 @@ function expected(f: SettleFacts, r: SettleRules): Decision {
   if (f.cancelled) return { frame: "none", reason: "cancelled" };
   if (f.leaseLost) return { frame: "none", reason: "lease_lost" };
   if (f.verdict === "permanent") return r.deadLetter ? { frame: "dead_letter", final: false } : { frame: "term" };
-  return r.temporary === "nak" ? { frame: "nak" } : { frame: "none", reason: "leave" };
+  if (r.temporary === "leave") return { frame: "none", reason: "leave" };
+  return f.limitKnown ? { frame: "nak" } : { frame: "none", reason: "limit_unknown" };
 }
 
 describe("decide: the whole table", () => {
@@ -46,7 +48,13 @@ describe("decide: the whole table", () => {
       expect(decide(facts, rules), JSON.stringify({ facts, rules })).toEqual(expected(facts, rules));
       n += 1;
     }
-    expect(n).toBe(3 * 5 * 5 * 2 * 2 * 2 * 2 * 2);
+    expect(n).toBe(3 * 5 * 5 * 2 * 2 * 2 * 2 * 2 * 2);
+  });
+
+  it("never NAKs while the consumer's MaxDeliver is unknown (a NAK on the last delivery would promise a retry that never comes)", () => {
+    for (const [facts, rules] of everyCase()) {
+      if (!facts.limitKnown) expect(decide(facts, rules).frame).not.toBe("nak");
+    }
   });
 
   it("never NAKs on the last allowed delivery, and never leaves it without saying exhausted", () => {
@@ -79,6 +87,7 @@ describe("decide: the whole table", () => {
       verdict: fc.constantFrom(...VERDICTS),
       deliveryCount: fc.option(fc.integer({ min: 1, max: 1_000_000 }), { nil: undefined }),
       maxDeliver: fc.option(fc.integer({ min: -5, max: 1_000_000 }), { nil: undefined }),
+      limitKnown: fc.boolean(),
       cancelled: fc.boolean(),
       leaseLost: fc.boolean(),
       connectionClosed: fc.boolean(),
