@@ -19,7 +19,7 @@ import type { BatchResult, BatchWrite, MessageResult } from "../settle/batch-res
 import { settleBatch, type WriteOutcome } from "../settle/settle-batch.js";
 import { ShutdownBudget, UNBOUNDED } from "../settle/settle-budget.js";
 import { publishBatchSettled } from "../settle/settle-events.js";
-import type { Settler } from "../settle/settler.js";
+import type { LoopConfirmation, Settler } from "../settle/settler.js";
 import { emptyResult, summarize } from "../settle/summarize.js";
 import { nextBatchId } from "../telemetry/diagnostics.js";
 import { MetricNames } from "../telemetry/metric-names.js";
@@ -43,6 +43,14 @@ export interface RunnerConfig {
   readonly windowMs: number | undefined;
   /** Whether a write that threw is tried again in place while the lease holds. */
   readonly retryInPlace: boolean;
+}
+
+/** What a loop adds to settling one of its batches. */
+export interface LoopSettle {
+  /** Every frame went out (confirmations may still be awaited): the loop's write slot is free. */
+  readonly onSent?: (() => void) | undefined;
+  /** The loop's confirmed ACKs, when the host set no `confirmAck`. */
+  readonly confirm?: LoopConfirmation | undefined;
 }
 
 /** Runs batches and settles them, abandoned ones included. */
@@ -79,6 +87,7 @@ export class BatchRunner {
     signal: AbortSignal | undefined,
     receivedAt: WithInProgressOptions["receivedAt"],
     origin: TracedBatch["origin"],
+    loop?: LoopSettle,
   ): Promise<BatchResult> {
     if (list.length === 0) return emptyResult();
     const c = this.#config;
@@ -147,6 +156,7 @@ export class BatchRunner {
         budget,
         batchId,
         trace,
+        loop,
       );
     } finally {
       budget.dispose();
@@ -214,9 +224,16 @@ export class BatchRunner {
     if (this.#retrying === 0) for (const l of this.#recovered) l();
   }
 
-  async #settle(list: readonly JsMsg[], outcome: WriteOutcome, budget: ShutdownBudget | typeof UNBOUNDED, batchId: number, trace: TraceRecorder): Promise<BatchResult> {
+  async #settle(
+    list: readonly JsMsg[],
+    outcome: WriteOutcome,
+    budget: ShutdownBudget | typeof UNBOUNDED,
+    batchId: number,
+    trace: TraceRecorder,
+    loop?: LoopSettle,
+  ): Promise<BatchResult> {
     const c = this.#config;
-    const settled = await settleBatch(list, outcome, { settler: c.settler, metrics: c.metrics, connection: c.connection, budget, batchId });
+    const settled = await settleBatch(list, outcome, { settler: c.settler, metrics: c.metrics, connection: c.connection, budget, batchId, onSent: loop?.onSent, confirm: loop?.confirm });
     if (trace.active) {
       const failed = settled.messages.reduce((n, m) => (m.error !== undefined ? n + 1 : n), 0);
       trace.end({ outcome: settled.outcome, errorName: settled.error === undefined ? undefined : errorName(settled.error), acked: settled.acked, failed });

@@ -72,7 +72,7 @@ export interface CommitThenAckOptions {
    * Opt-in confirmed ACKs: each `+ACK` is sent as a request and waited for, retried on timeout
    * (`{ timeoutMs, retries }`). Needs `connection`. Default off: an ACK is fire-and-forget.
    */
-  readonly confirmAck?: ConfirmAckOptions;
+  readonly confirmAck?: ConfirmAckOptions | false;
   /**
    * The connection the messages arrive on. Used to read the server version (Term reasons on
    * 2.10.4+), to send ACK retries and confirmed heartbeats, and to notice a closed connection.
@@ -188,7 +188,7 @@ export function validateOptions(options: unknown): CommitThenAckOptions {
     throw new TypeError(`options.maxDeliver must be the consumer's max_deliver (an integer, -1 for unlimited), got ${String(o.maxDeliver)}`);
   }
   if (o.signal !== undefined && !(o.signal instanceof AbortSignal)) throw new TypeError("options.signal must be an AbortSignal");
-  if (o.confirmAck !== undefined) {
+  if (o.confirmAck !== undefined && o.confirmAck !== false) {
     const c = readOptionKeys("options.confirmAck", o.confirmAck, ["timeoutMs", "retries"]) as { timeoutMs?: unknown; retries?: unknown };
     if (c.timeoutMs !== undefined && !isIntegerIn(c.timeoutMs, 1, 60_000)) {
       throw new TypeError(`options.confirmAck.timeoutMs must be an integer in 1 ..= 60000, got ${String(c.timeoutMs)}`);
@@ -202,7 +202,7 @@ export function validateOptions(options: unknown): CommitThenAckOptions {
   if (conn !== undefined && (conn === null || typeof conn !== "object" || typeof (conn as { isClosed?: unknown }).isClosed !== "function")) {
     throw new TypeError("options.connection must be the NatsConnection the messages arrive on (nc from connect())");
   }
-  if (conn !== undefined && o.confirmAck !== undefined && typeof (conn as { request?: unknown }).request !== "function") {
+  if (conn !== undefined && o.confirmAck !== undefined && o.confirmAck !== false && typeof (conn as { request?: unknown }).request !== "function") {
     // Confirmed ACKs are retried as requests on it: without request() every retry would fail unseen.
     throw new TypeError("options.connection must be a NatsConnection with request() when confirmAck is set (nc from connect())");
   }

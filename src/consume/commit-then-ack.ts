@@ -86,7 +86,7 @@ export class CommitThenAck {
     const nakBackOff = mode === "aware" && timing?.backOffMs && timing.backOffMs.length > 0 ? timing.backOffMs : undefined;
     const settler = new Settler({
       connection: this.#options.connection,
-      confirmAck: this.#options.confirmAck,
+      confirmAck: this.#options.confirmAck === false ? undefined : this.#options.confirmAck,
       onTemporaryFailure: this.#options.onTemporaryFailure ?? { action: "nak" },
       deadLetter: this.#options.deadLetter,
       nakBackOff,
@@ -309,7 +309,7 @@ export class CommitThenAck {
       await runBatches(loop.setup.settings, {
         ...loop.setup.base,
         intake: loop.setup.intake(),
-        process: (msgs, receivedAt, signal) => this.#runner.process(msgs, write, signal, receivedAt, "run"),
+        process: (msgs, receivedAt, signal, onSent) => this.#runner.process(msgs, write, signal, receivedAt, "run", { onSent, confirm: loop.setup.base.confirm }),
       });
     } finally {
       loop.release();
@@ -364,6 +364,7 @@ export class CommitThenAck {
             signal,
             receivedAt,
             "runEach",
+            { confirm: loop.setup.base.confirm },
           ),
       });
     } finally {
@@ -387,6 +388,7 @@ export class CommitThenAck {
           connection: this.#options.connection as LoopInputs["connection"],
           shutdownTimeoutMs: this.#shutdownTimeoutMs,
           sinkDown: () => this.#runner.retrying > 0,
+          confirmAck: this.#options.confirmAck,
           onRecovered: (l) => this.#runner.onRecovered(l),
         },
         mode,

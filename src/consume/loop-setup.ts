@@ -8,7 +8,10 @@ import type { Consumer, ConsumerInfo } from "@nats-io/jetstream";
 import { ConsumerPolicyError } from "../errors.js";
 import { HoldingBeats } from "../lease/holding-beats.js";
 import { sharedScheduler } from "../lease/scheduler.js";
+import { canConfirmInBatches } from "../nats/ack-inbox.js";
 import { connectionOfConsumer, type Flushable } from "../nats/connection-state.js";
+import type { ConfirmAckOptions } from "../settle/frames.js";
+import type { LoopConfirmation } from "../settle/settler.js";
 import { consumerTimingFromConfig } from "../policy/consumer-timing.js";
 import type { MetricsRecorder } from "../telemetry/metrics-recorder.js";
 import type { ConsumerBinding } from "./consumer-binding.js";
@@ -46,6 +49,8 @@ export interface LoopInputs {
   readonly sinkDown: () => boolean;
   /** Calls the listener once no batch is retried any more; returns its remover. */
   readonly onRecovered: (listener: () => void) => () => void;
+  /** The host's `confirmAck`: `false` turns the loops' confirmed ACKs off; options use the host's. */
+  readonly confirmAck: ConfirmAckOptions | false | undefined;
 }
 
 /** A loop's settings and the parts both loops share. */
@@ -119,6 +124,7 @@ export async function setUpLoop(consumer: LoopConsumer, settings: LoopSettings, 
     shutdownTimeoutMs: inputs.shutdownTimeoutMs,
     sinkDown: inputs.sinkDown,
     onRecovered: inputs.onRecovered,
+    confirm: loopConfirmation(inputs.confirmAck, flushing, shortestWindowMs(facts.ackWaitMs, facts.backOffMs)),
     flush: () => flushBounded(flushing, inputs.shutdownTimeoutMs),
     onIdle: pauseWatch(consumer, facts.paused, (paused) => {
       if (paused) report(named("consumer_paused", "it is paused: nothing is delivered until it resumes; the loop waits for it"), "fetch");
@@ -169,6 +175,18 @@ export async function learnConsumer(consumer: LoopConsumer, binding: ConsumerBin
     pinned: pull?.group !== undefined && config["priority_policy"] === "pinned_client",
     paused: raw?.paused === true,
   };
+}
+
+/**
+ * The loops confirm their ACKs by default (an ACK lost in a leader election is sent again before
+ * the message comes back), on the connection the loop reads from: an answer within an eighth of
+ * the redelivery window (0.2 to 2 s), asked again up to 6 times. Off with `confirmAck: false`;
+ * the host's own `confirmAck` is used as it is.
+ */
+function loopConfirmation(host: ConfirmAckOptions | false | undefined, nc: unknown, windowMs: number | undefined): LoopConfirmation | undefined {
+  if (host !== undefined || !canConfirmInBatches(nc)) return undefined;
+  const timeoutMs = windowMs === undefined ? 1000 : Math.min(2000, Math.max(200, Math.round(windowMs / 8)));
+  return { options: { timeoutMs, retries: 6 }, connection: nc };
 }
 
 /** Flushes `nc` (the frames owed reach the server), within `ms`; a closed connection owes nothing. */

@@ -9,6 +9,7 @@
 import type { JsMsg } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { BatchResult } from "../settle/batch-result.js";
+import type { LoopConfirmation } from "../settle/settler.js";
 import { MetricNames } from "../telemetry/metric-names.js";
 import type { MetricsRecorder } from "../telemetry/metrics-recorder.js";
 import type { Intake, TakenBatch } from "./intake.js";
@@ -34,13 +35,19 @@ export interface LoopBase {
   readonly sinkDown: () => boolean;
   /** Calls the listener once no batch is retried any more; returns its remover. */
   readonly onRecovered: (listener: () => void) => () => void;
+  /** The loop's confirmed ACKs (its default when the host set no `confirmAck`). */
+  readonly confirm: LoopConfirmation | undefined;
 }
 
 /** What the batch loop needs besides its options. */
 export interface LoopContext extends LoopBase {
   readonly intake: Intake;
-  /** Writes and settles one batch; `signal` cancels its write. Resolves at the latest when the write is abandoned at its bound. */
-  readonly process: (msgs: JsMsg[], receivedAt: ReceivedAt, signal: AbortSignal | undefined) => Promise<BatchResult>;
+  /**
+   * Writes and settles one batch; `signal` cancels its write; `onSent` says every frame went out
+   * while confirmations are still awaited. Resolves at the latest when the write is abandoned at
+   * its bound.
+   */
+  readonly process: (msgs: JsMsg[], receivedAt: ReceivedAt, signal: AbortSignal | undefined, onSent: () => void) => Promise<BatchResult>;
 }
 
 /** A pull that returned nothing faster than this did not wait for its expiry. */
@@ -66,11 +73,15 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
     intake.arrive(m, at);
     wake.wake();
   };
+  // Batches not yet settled (the loop waits for all of them), and those still holding a write
+  // slot: a batch's slot and its messages are released once its frames went out, before
+  // confirmed ACKs are answered.
   const inFlight = new Set<Promise<void>>();
+  let writing = 0;
   // What can start now: free writes' worth of batches, less what already waits for one; nothing
   // while the sink is down (a batch is retried in place).
   const room = (): number =>
-    loop.sinkDown() ? 0 : Math.min(settings.capacity - intake.held, (settings.concurrency - inFlight.size) * settings.batchSize - intake.waiting);
+    loop.sinkDown() ? 0 : Math.min(settings.capacity - intake.held, (settings.concurrency - writing) * settings.batchSize - intake.waiting);
   let source: PullSource;
   try {
     source = await loop.openSource(arrive, room);
@@ -89,15 +100,23 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
     if (msgs.length === 0) return;
     const receivedAt: ReceivedAt = (m, i) => (msgs[i] === m ? refreshedAt[i] : undefined);
     const child = signal?.aborted ? bound.child() : batches.child();
+    writing += 1;
+    let released = false;
+    const release = (): void => {
+      if (released) return;
+      released = true;
+      writing -= 1;
+      intake.settled(msgs.length);
+      source.roomChanged();
+      wake.wake();
+    };
     const p = loop
-      .process(msgs, receivedAt, child.signal)
+      .process(msgs, receivedAt, child.signal, release)
       .then((result) => reportSettled(settings, result))
       .finally(() => {
         child.release();
-        intake.settled(msgs.length);
+        release();
         inFlight.delete(p);
-        source.roomChanged();
-        wake.wake();
       });
     inFlight.add(p);
   };
@@ -121,7 +140,7 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
       if (source.refills) {
         // A subscription refills by itself (within what the loop can start); a window over it
         // sets the batch boundary: it ends when a batch's worth arrived, or at the expiry.
-        if (pulls.size === 0 && inFlight.size < settings.concurrency && pulls.canOpen) pulls.open(Math.max(1, settings.batchSize - intake.waiting));
+        if (pulls.size === 0 && writing < settings.concurrency && pulls.canOpen) pulls.open(Math.max(1, settings.batchSize - intake.waiting));
         else await wake.wait(signal);
         continue;
       }
@@ -132,7 +151,7 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
           requested: source.outstanding,
           openPulls: pulls.size,
           batchSize: settings.batchSize,
-          writing: inFlight.size,
+          writing,
           concurrency: settings.concurrency,
           backlog: pulls.lastFull,
         },

@@ -24,6 +24,15 @@ export function isSettled(m: JsMsg): boolean {
   }
 }
 
+/** Marks `m` as finally acknowledged in its client (a frame sent without its own ack methods). */
+export function markSettled(m: JsMsg): void {
+  try {
+    if (typeof (m as unknown as { didAck?: unknown }).didAck === "boolean") (m as unknown as { didAck: boolean }).didAck = true;
+  } catch {
+    // A client without the flag: nothing to keep in step.
+  }
+}
+
 /** The delivery count from the ack subject (1 for a first delivery), when it can be read. */
 export function deliveryCount(m: JsMsg): number | undefined {
   try {

@@ -5,7 +5,8 @@
 import type { JsMsg } from "@nats-io/jetstream";
 import { AckNotConfirmedError } from "../errors.js";
 import { requesterOf, serverVersionOf, type Requester } from "../nats/connection-state.js";
-import { deliveryCount, isSettled, replySubject } from "../nats/message-access.js";
+import { AckInbox, type ConfirmingConnection } from "../nats/ack-inbox.js";
+import { deliveryCount, isSettled, markSettled, replySubject } from "../nats/message-access.js";
 import { nakDelay, type NakDelay } from "../policy/nak-delay.js";
 import { TERM_REASON_SINCE, atLeast } from "../policy/server-version.js";
 import type { SettleBudget } from "./settle-budget.js";
@@ -75,6 +76,58 @@ export async function ackConfirmed(
   }
   return { confirmed: false, error: new AckNotConfirmedError(attempts, lastError) };
 }
+
+/**
+ * Sends `+ACK` for every message of `msgs` with replies to one inbox and waits for the server's
+ * answers: one timer for the batch, missing answers asked again on timeout (`retries` times,
+ * within `budget`). Cheaper than an `ackAck()` per message; the outcomes are in batch order.
+ */
+export function ackBatchConfirmed(msgs: readonly JsMsg[], options: ConfirmAckOptions, nc: ConfirmingConnection, budget: SettleBudget): Promise<AckOutcome[]> {
+  const outcomes: AckOutcome[] = msgs.map(() => NOT_CONFIRMED);
+  const subjects: string[] = [];
+  const index: number[] = [];
+  msgs.forEach((m, i) => {
+    const reply = isSettled(m) ? undefined : replySubject(m);
+    if (reply === undefined) return;
+    subjects.push(reply);
+    index.push(i);
+    markSettled(m);
+  });
+  if (subjects.length === 0) return Promise.resolve(outcomes);
+  const retries = options.retries ?? 2;
+  const timeoutFor = (): number => Math.max(1, Math.min(options.timeoutMs ?? 5000, budget.remainingMs()));
+  return new Promise((resolve) => {
+    const missing = new Set(subjects.keys());
+    let attempts = 1;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const finish = (): void => {
+      clearTimeout(timer);
+      sent.dispose();
+      const error = missing.size > 0 ? new AckNotConfirmedError(attempts, Object.assign(new Error("no reply"), { name: "TimeoutError" })) : undefined;
+      for (const k of missing) outcomes[index[k]!] = { confirmed: false, error };
+      resolve(outcomes);
+    };
+    const sent = AckInbox.for(nc).send(subjects, (k) => {
+      if (!missing.delete(k)) return;
+      outcomes[index[k]!] = CONFIRMED;
+      if (missing.size === 0) finish();
+    });
+    const onTimeout = (): void => {
+      if (attempts > retries || budget.remainingMs() <= 0 || nc.isClosed()) {
+        finish();
+        return;
+      }
+      attempts += 1;
+      sent.resend([...missing]);
+      // Not unref'd: settling awaits it, bounded by the retries and the budget.
+      timer = setTimeout(onTimeout, timeoutFor());
+    };
+    if (missing.size > 0) timer = setTimeout(onTimeout, timeoutFor());
+  });
+}
+
+const CONFIRMED: AckOutcome = Object.freeze({ confirmed: true });
+const NOT_CONFIRMED: AckOutcome = Object.freeze({ confirmed: false });
 
 /**
  * Sends `-NAK` with the delay that makes the server wait `requestedMs` (see

@@ -9,11 +9,11 @@ import { deliveryCount } from "../nats/message-access.js";
 import { MetricNames } from "../telemetry/metric-names.js";
 import type { MetricsRecorder } from "../telemetry/metrics-recorder.js";
 import type { BatchResult, MessageResult } from "./batch-result.js";
-import { ACK, decide, type Verdict } from "./decide.js";
+import { ACK, decide, type Decision, type Verdict } from "./decide.js";
 import type { DeliveryLimit, DeliveryLimits } from "./delivery-limits.js";
 import type { SettleBudget } from "./settle-budget.js";
 import { publishBatchSettled } from "./settle-events.js";
-import type { Settler } from "./settler.js";
+import type { LoopConfirmation, Settler } from "./settler.js";
 import { firstError, summarize } from "./summarize.js";
 import { readReport } from "./write-report.js";
 
@@ -45,6 +45,10 @@ export interface BatchSettleContext {
   readonly budget: SettleBudget;
   /** The batch number its heartbeat events used. */
   readonly batchId: number;
+  /** Called once every message's frame went out, before confirmations are awaited (the loop's write slot is free then). */
+  readonly onSent?: (() => void) | undefined;
+  /** Confirmed ACKs a loop asks for when the host set none. */
+  readonly confirm?: LoopConfirmation | undefined;
 }
 
 /** Settles every message of `list` by what the write reported; never rejects. */
@@ -64,17 +68,12 @@ export async function settleBatch(list: readonly JsMsg[], outcome: WriteOutcome,
     const limit = limits?.get(m);
     return typeof limit === "number" ? limit : undefined;
   };
-  const scope = { budget: context.budget, batchId: context.batchId, batchSize: list.length, leaseLost, maxDeliver: maxDeliverOf };
-  let pending = false;
-  // The common case, every message committed on an open connection: the table says ACK for
-  // each, so it is not asked per message.
+  const scope = { budget: context.budget, batchId: context.batchId, batchSize: list.length, leaseLost, maxDeliver: maxDeliverOf, confirm: context.confirm };
   const allCommitted = outcome.ok && failures!.size === 0 && !connectionClosed;
-  const settling = list.map((m): Promise<MessageResult> | MessageResult => {
-    if (allCommitted) {
-      const r = settler.apply(m, ACK, undefined, scope);
-      if (r instanceof Promise) pending = true;
-      return r;
-    }
+  // The frame of each message; ACKs are gathered so confirmed ones go out together.
+  const decisions = list.map((m): { readonly decision: Decision; readonly error: unknown } => {
+    // The common case, every message committed on an open connection: the table says ACK.
+    if (allCommitted) return COMMITTED;
     const failed = !outcome.ok || failures!.has(m);
     const error = !outcome.ok ? outcome.error : failed ? failures!.get(m) : undefined;
     const verdict: Verdict = !failed ? "committed" : error instanceof PermanentSinkError ? "permanent" : "temporary";
@@ -91,12 +90,28 @@ export async function settleBatch(list: readonly JsMsg[], outcome: WriteOutcome,
       },
       rules,
     );
+    return { decision, error };
+  });
+  const acks = allCommitted ? list : list.filter((_, i) => decisions[i]!.decision === ACK);
+  const confirmed = acks.length > 0 ? settler.ackMany(acks, scope) : undefined;
+  if (confirmed !== undefined && acks.length === list.length) context.onSent?.();
+  let pending = confirmed !== undefined;
+  const settling = list.map((m, i): Promise<MessageResult> | MessageResult | undefined => {
+    const { decision, error } = decisions[i]!;
+    if (confirmed !== undefined && decision === ACK) return undefined;
     const r = settler.apply(m, decision, error, scope);
     if (r instanceof Promise) pending = true;
     return r;
   });
   // Every frame above went out in batch order; only waits (confirmations, copies, held ACKs) are awaited.
-  const results = pending ? await Promise.all(settling) : (settling as MessageResult[]);
+  let results: MessageResult[];
+  if (!pending) results = settling as MessageResult[];
+  else {
+    const settled = await Promise.all(settling);
+    const acked = confirmed !== undefined ? await confirmed : [];
+    let k = 0;
+    results = settled.map((r) => r ?? acked[k++]!);
+  }
 
   const result = summarize(results, {
     cancelled,
@@ -137,6 +152,8 @@ async function resolveLimits(list: readonly JsMsg[], limits: DeliveryLimits): Pr
   if (waits.length > 0) await Promise.all(waits);
   return out;
 }
+
+const COMMITTED = Object.freeze({ decision: ACK, error: undefined });
 
 function record(m: MetricsRecorder, r: BatchResult): void {
   m.count(MetricNames.MESSAGES_ACKED_TOTAL, r.acked);

@@ -4,6 +4,7 @@
  */
 import type { JsMsg } from "@nats-io/jetstream";
 import { ConnectionClosedError, ConsumerPolicyError, DeadLetterError, DisconnectedError, errorName } from "../errors.js";
+import { canConfirmInBatches, type ConfirmingConnection } from "../nats/ack-inbox.js";
 import { connectionDown, type Requester } from "../nats/connection-state.js";
 import { deliveryCount, deliveryInfo } from "../nats/message-access.js";
 import { MetricNames } from "../telemetry/metric-names.js";
@@ -11,7 +12,7 @@ import type { MetricsRecorder } from "../telemetry/metrics-recorder.js";
 import type { MessageResult, TemporaryFailureAction } from "./batch-result.js";
 import { isLastDelivery, type Decision } from "./decide.js";
 import { publishDeadLetter, type DeadLetterTarget } from "./dead-letter.js";
-import { ackConfirmed, nakWithDelay, termWithReason, type ConfirmAckOptions } from "./frames.js";
+import { ackBatchConfirmed, ackConfirmed, nakWithDelay, termWithReason, type ConfirmAckOptions } from "./frames.js";
 import { ackWhenConnected } from "./held-acks.js";
 import { defaultNakDelayMs } from "./retry-delay.js";
 import type { DeliveryLimits } from "./delivery-limits.js";
@@ -38,8 +39,16 @@ export interface SettleConfig {
   readonly random: () => number;
 }
 
+/** A loop's own confirmed ACKs (its default when the host set no `confirmAck`). */
+export interface LoopConfirmation {
+  readonly options: ConfirmAckOptions;
+  readonly connection: ConfirmingConnection;
+}
+
 /** What one batch's settling shares: its time budget, its number, its consumer's MaxDeliver. */
 export interface SettleScope {
+  /** Confirmed ACKs a loop asks for when the host set none. */
+  readonly confirm?: LoopConfirmation | undefined;
   readonly budget: SettleBudget;
   /** The MaxDeliver of a message's consumer, resolved for this batch (0 or less, or unknown: no last delivery). */
   readonly maxDeliver: (m: JsMsg) => number | undefined;
@@ -98,6 +107,24 @@ export class Settler {
         if (decision.reason === "limit_unknown") return withError({ msg: m, action: "left", settleError: limitUnknown(m) }, error);
         return withError({ msg: m, action: "left" }, error);
     }
+  }
+
+  /**
+   * ACKs of committed messages, confirmed all at once (one reply inbox, one timer), when
+   * confirmed ACKs are asked for (by the host, or by a loop's default) and the connection can
+   * carry them; `undefined` otherwise (each message is then settled on its own).
+   */
+  ackMany(msgs: readonly JsMsg[], scope: SettleScope): Promise<MessageResult[]> | undefined {
+    const host = this.#config.confirmAck;
+    const confirm = host !== undefined ? (canConfirmInBatches(this.#config.connection) ? { options: host, connection: this.#config.connection } : undefined) : scope.confirm;
+    if (confirm === undefined || msgs.length === 0 || msgs.some((m) => connectionDown(m) === true)) return undefined;
+    return ackBatchConfirmed(msgs, confirm.options, confirm.connection, scope.budget).then((outcomes) =>
+      msgs.map((msg, i) => {
+        const o = outcomes[i]!;
+        const r: MessageResult = { msg, action: "acked", confirmed: o.confirmed, ...(o.error !== undefined ? { settleError: o.error } : {}) };
+        return scope.leaseLost ? markLeaseLost(r) : r;
+      }),
+    );
   }
 
   /** An ACK: confirmed (awaited, retried within the budget), plain, or held over a disconnect. */

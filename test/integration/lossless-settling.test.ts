@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest";
 import { AckPolicy, jetstream, jetstreamManager, type JsMsg } from "@nats-io/jetstream";
 import { nanos } from "@nats-io/transport-node";
 import {
+  type BatchResult,
   CommitThenAck,
   ConsumerPolicyError,
   DeadLetterError,
@@ -199,11 +200,34 @@ describe("lossless settling on a real nats-server", () => {
     for (const seq of seqs) expect(spy.forSequence(seq).map((x) => x.kind)).toEqual(["+ACK"]);
   });
 
-  it("7. with the database down for 3 s the default NAK delay grows: a handful of rewrites, not thousands", async () => {
+  it("7. with the database down for 3 s the batch is tried again in place: no NAK, no delivery spent, a handful of attempts", async () => {
     const f = await createFixture(fx.nc, { ackWaitMs: 30_000 });
     await using spy = await AckSpy.start(fx.spyConn, f.stream);
     await publish(f, 5);
     const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, {});
+    const downUntil = performance.now() + 3000;
+    let attempts = 0;
+    const committed = new Map<number, number>();
+    const shutdown = new AbortController();
+    const running = ack.run(await f.js.consumers.get(f.stream, f.consumer), async (msgs) => {
+      attempts += 1;
+      if (performance.now() < downUntil) throw new TemporarySinkError("database down");
+      for (const m of msgs) committed.set(m.seq, m.info.deliveryCount);
+    }, { batchSize: 5, expiresMs: 1000, signal: shutdown.signal });
+    await eventually(() => committed.size === 5, "every message to commit after the outage", 20_000);
+    shutdown.abort();
+    await running;
+    // 250 ms doubling to 2 s: about five tries bridge 3 s.
+    expect(attempts).toBeLessThanOrEqual(8);
+    expect(spy.of("-NAK")).toEqual([]);
+    expect([...committed.values()].every((dc) => dc === 1)).toBe(true);
+  });
+
+  it("7b. past what the lease bridges (or with retryInPlace: false) the default NAK delay grows: a handful of rewrites, not thousands", async () => {
+    const f = await createFixture(fx.nc, { ackWaitMs: 30_000 });
+    await using spy = await AckSpy.start(fx.spyConn, f.stream);
+    await publish(f, 5);
+    const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, { onTemporaryFailure: { action: "nak", retryInPlace: false } });
     const downUntil = performance.now() + 3000;
     let writes = 0;
     const committed = new Set<number>();
@@ -358,6 +382,55 @@ describe("lossless settling on a real nats-server", () => {
     await fx.drain();
     expect(spy.forSequence(seq!).map((x) => `${x.kind}@${x.deliveryCount}`)).toEqual(["-NAK@1"]);
   });
+
+  for (const how of ["a shutdown", 'onLimit: "abort"'] as const) {
+    it(`20. a write that ignores its signal on its last delivery (${how}): no +ACK and no dead-letter copy while it runs; its late commit is acked`, async () => {
+      const f = await createFixture(fx.nc, { ackWaitMs: 2000, maxDeliver: 1 });
+      await f.jsm.streams.add({ name: `${f.stream}_DLQ`, subjects: [`${f.subject}.dlq`] });
+      await using spy = await AckSpy.start(fx.spyConn, f.stream);
+      const [seq] = await publish(f, 1);
+      const shutdown = new AbortController();
+      const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, {
+        inProgress: { enabled: true, intervalMs: 500, maxHeartbeats: how === "a shutdown" ? 20 : 2, shutdownTimeoutMs: 1000 },
+        deadLetter: { js: f.js, subject: `${f.subject}.dlq` },
+        ...(how === "a shutdown" ? { signal: shutdown.signal } : { heartbeat: { onLimit: "abort" as const } }),
+      });
+      let committedAt = 0;
+      let started!: () => void;
+      const writing = new Promise<void>((r) => (started = r));
+      // A driver call without cancellation: it commits 3.5 s after it started, whatever happens.
+      const write = async () => {
+        started();
+        await sleep(3500);
+        committedAt = performance.now();
+      };
+      const results: BatchResult[] = [];
+      const t0 = performance.now();
+      const done = ack.run(await f.js.consumers.get(f.stream, f.consumer), write, { batchSize: 1, signal: shutdown.signal, onBatch: (r) => results.push(r) });
+      await writing;
+      if (how === "a shutdown") {
+        await sleep(300);
+        shutdown.abort();
+        await done;
+        // The loop returned at its bound, long before the commit.
+        expect(performance.now() - t0).toBeLessThan(3000);
+      } else {
+        await eventually(() => results.length === 1, "the batch abandoned at its bound");
+      }
+      expect(results[0]).toMatchObject({ outcome: "abandoned", abandoned: 1 });
+      await ack.drain();
+      expect(committedAt).toBeGreaterThan(0);
+      await fx.drain();
+      const frames = spy.forSequence(seq!).filter((x) => x.kind !== "+WPI");
+      expect(frames.map((x) => x.kind)).toEqual(["+ACK"]);
+      expect(frames[0]!.at).toBeGreaterThanOrEqual(committedAt - 5);
+      expect((await f.jsm.streams.info(`${f.stream}_DLQ`)).state.messages).toBe(0);
+      if (how !== "a shutdown") {
+        shutdown.abort();
+        await done;
+      }
+    });
+  }
 
   it("17. settling after a shutdown is bounded: a confirmed ACK to a deleted consumer gives up within the shutdown bound", async () => {
     const f = await createFixture(fx.nc, { ackWaitMs: 30_000 });

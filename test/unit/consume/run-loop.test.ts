@@ -45,6 +45,7 @@ function context(open: (arrive: Arrival) => Promise<PullSource>, process: LoopCo
     onIdle: () => undefined,
     sinkDown: () => false,
     onRecovered: () => () => undefined,
+    confirm: undefined,
     process,
   };
 }
