@@ -1,6 +1,7 @@
 /**
- * CommitThenAck around a sink: ACK after the write is durable, NAK temporary failures,
- * dead-letter poison messages, and stop gracefully.
+ * CommitThenAck around a sink: ACK after the write is durable, try a temporarily failed write
+ * again in place (NAK it only past what the lease bridges), dead-letter poison messages, and
+ * stop gracefully.
  * Run: NATS_URL=nats://127.0.0.1:4222 npx tsx examples/commit-then-ack.ts
  */
 import { AckPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream";
@@ -16,7 +17,8 @@ await jsm.streams.add({ name: `${stream}_DLQ`, subjects: [`${stream}.dlq`] });
 await jsm.consumers.add(stream, { durable_name: "writer", ack_policy: AckPolicy.Explicit, ack_wait: nanos(5_000) });
 for (const body of ["ok-1", "busy", "poison", "ok-2"]) await js.publish(`${stream}.in`, body);
 
-// A toy sink: "busy" fails once (temporary), "poison" can never be written (permanent).
+// A toy sink: "busy" fails once (temporary: tried again in place, so written in its turn),
+// "poison" can never be written (permanent).
 const sink = new Map<number, string>();
 let busyOnce = true;
 const write: BatchWrite = async (msgs) => {

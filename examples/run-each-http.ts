@@ -1,12 +1,13 @@
 /**
  * A per-message consumer in front of a slow HTTP API. Every message becomes one POST to a
  * downstream service that takes 300–1500 ms per call, now and then answers 503 and refuses
- * bad orders with 400. `CommitThenAck.runEach` keeps up to CONCURRENCY calls in flight; a
- * message is acknowledged only after a 2xx, retried (NAK, a delay growing with the delivery
- * count) after a 5xx, a timeout or a network error, and dead-lettered after any other 4xx.
- * Heartbeats keep a message alive while its call — or its wait for a free slot — outlasts
- * AckWait, and `ctx.signal` goes to `fetch()`, so a shutdown or a lost lease cancels the call
- * instead of letting it commit behind the library's back.
+ * bad orders with 400. `CommitThenAck.runEach` keeps up to CONCURRENCY calls in flight and
+ * pulls only for free ones; a message is acknowledged only after a 2xx, retried after a 5xx, a
+ * timeout or a network error (in place while its lease holds, then by a NAK with a delay
+ * growing with the delivery count), and dead-lettered after any other 4xx. Heartbeats keep a
+ * message alive while its call outlasts AckWait, and `ctx.signal` goes to `fetch()`, so a
+ * shutdown or a lost lease cancels the call instead of letting it commit behind the library's
+ * back.
  *
  * Run: NATS_URL=nats://127.0.0.1:4222 npx tsx examples/run-each-http.ts
  * Without STREAM it creates a demo stream, consumer and dead-letter stream, publishes

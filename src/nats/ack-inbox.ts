@@ -24,7 +24,7 @@ let batches = 0;
 /** The reply inbox of one connection, shared by every batch confirmed through it. */
 export class AckInbox {
   readonly #prefix: string;
-  readonly #waiting = new Map<string, (index: number) => void>();
+  readonly #waiting = new Map<string, (index: number, status: number) => void>();
   readonly #nc: ConfirmingConnection;
   #subscribed = false;
 
@@ -43,18 +43,14 @@ export class AckInbox {
 
   /**
    * Sends `+ACK` to each reply subject with a reply addressed to this batch, and calls
-   * `confirmed(i)` for every answer the server gives (at most once per index). `resend` sends
-   * the ones given again (a retry). Dispose of the returned handle when done.
+   * `answered(i, status)` for every answer: `status` 0 when the server confirmed the ACK, else
+   * the status it sent instead (503: nobody holds the consumer, the ACK was not taken). `resend`
+   * sends the ones given again (a retry). Dispose of the returned handle when done.
    */
-  send(ackSubjects: readonly string[], confirmed: (index: number) => void): { resend(indexes: readonly number[]): void; dispose(): void } {
+  send(ackSubjects: readonly string[], answered: (index: number, status: number) => void): { resend(indexes: readonly number[]): void; dispose(): void } {
     this.#subscribe();
     const token = `${(++batches).toString(36)}`;
-    const seen = new Set<number>();
-    this.#waiting.set(token, (i) => {
-      if (seen.has(i)) return;
-      seen.add(i);
-      confirmed(i);
-    });
+    this.#waiting.set(token, answered);
     const publish = (i: number): void => this.#nc.publish(ackSubjects[i]!, "+ACK", { reply: `${this.#prefix}.${token}.${i}` });
     for (let i = 0; i < ackSubjects.length; i++) publish(i);
     return {
@@ -71,11 +67,10 @@ export class AckInbox {
     const offset = this.#prefix.length + 1;
     this.#nc.subscribe(`${this.#prefix}.>`, {
       callback: (err, msg) => {
-        // A status (503: nobody holds the consumer) is no confirmation: the ACK is asked again.
-        if (err || (msg.headers?.code ?? 0) > 0) return;
+        if (err) return;
         const rest = msg.subject.slice(offset);
         const dot = rest.indexOf(".");
-        this.#waiting.get(rest.slice(0, dot))?.(Number(rest.slice(dot + 1)));
+        this.#waiting.get(rest.slice(0, dot))?.(Number(rest.slice(dot + 1)), msg.headers?.code ?? 0);
       },
     });
   }

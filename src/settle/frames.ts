@@ -79,8 +79,10 @@ export async function ackConfirmed(
 
 /**
  * Sends `+ACK` for every message of `msgs` with replies to one inbox and waits for the server's
- * answers: one timer for the batch, missing answers asked again on timeout (`retries` times,
- * within `budget`). Cheaper than an `ackAck()` per message; the outcomes are in batch order.
+ * answers: one timer for the batch. Missing answers are asked again on each timeout, and sooner
+ * while the server says nobody holds the consumer (an election): until `timeoutMs × (retries + 1)`
+ * has passed — longer while the server keeps refusing them, up to a minute — within `budget`.
+ * Cheaper than an `ackAck()` per message; outcomes in batch order.
  */
 export function ackBatchConfirmed(msgs: readonly JsMsg[], options: ConfirmAckOptions, nc: ConfirmingConnection, budget: SettleBudget): Promise<AckOutcome[]> {
   const outcomes: AckOutcome[] = msgs.map(() => NOT_CONFIRMED);
@@ -94,37 +96,69 @@ export function ackBatchConfirmed(msgs: readonly JsMsg[], options: ConfirmAckOpt
     markSettled(m);
   });
   if (subjects.length === 0) return Promise.resolve(outcomes);
-  const retries = options.retries ?? 2;
-  const timeoutFor = (): number => Math.max(1, Math.min(options.timeoutMs ?? 5000, budget.remainingMs()));
+  const timeoutMs = options.timeoutMs ?? 5000;
+  const window = timeoutMs * ((options.retries ?? 2) + 1);
+  const started = performance.now();
+  let deadline = started + window;
   return new Promise((resolve) => {
     const missing = new Set(subjects.keys());
+    // Those the server refused in this attempt (a status instead of a confirmation).
+    const refused = new Set<number>();
+    let everRefused = false;
     let attempts = 1;
     let timer: ReturnType<typeof setTimeout> | undefined;
+    const left = (): number => Math.min(deadline - performance.now(), budget.remainingMs());
     const finish = (): void => {
       clearTimeout(timer);
       sent.dispose();
-      const error = missing.size > 0 ? new AckNotConfirmedError(attempts, Object.assign(new Error("no reply"), { name: "TimeoutError" })) : undefined;
+      const last = everRefused ? { name: "NoRespondersError" } : { name: "TimeoutError" };
+      const error = missing.size > 0 ? new AckNotConfirmedError(attempts, Object.assign(new Error("no confirmation"), last)) : undefined;
       for (const k of missing) outcomes[index[k]!] = { confirmed: false, error };
       resolve(outcomes);
     };
-    const sent = AckInbox.for(nc).send(subjects, (k) => {
-      if (!missing.delete(k)) return;
-      outcomes[index[k]!] = CONFIRMED;
-      if (missing.size === 0) finish();
-    });
-    const onTimeout = (): void => {
-      if (attempts > retries || budget.remainingMs() <= 0 || nc.isClosed()) {
+    // Not unref'd: settling awaits it, bounded by the deadline and the budget.
+    const arm = (ms: number): void => {
+      clearTimeout(timer);
+      const wait = Math.min(ms, left());
+      timer = wait > 0 ? setTimeout(resend, wait) : undefined;
+      if (wait <= 0) finish();
+    };
+    const resend = (): void => {
+      if (left() <= 0 || nc.isClosed()) {
         finish();
         return;
       }
       attempts += 1;
+      refused.clear();
       sent.resend([...missing]);
-      // Not unref'd: settling awaits it, bounded by the retries and the budget.
-      timer = setTimeout(onTimeout, timeoutFor());
+      arm(timeoutMs);
     };
-    if (missing.size > 0) timer = setTimeout(onTimeout, timeoutFor());
+    const sent = AckInbox.for(nc).send(subjects, (k, status) => {
+      if (!missing.has(k)) return;
+      if (status !== 0) {
+        everRefused = true;
+        refused.add(k);
+        // While the server says nobody holds the consumer (an election), the ACK has certainly
+        // not landed: keep asking past the usual window, up to a minute, so it reaches the new
+        // leader as soon as there is one.
+        deadline = Math.min(started + ELECTION_CAP_MS, Math.max(deadline, performance.now() + window));
+        // Nobody holds the consumer (an election): ask again soon, not at once.
+        if (refused.size === missing.size) arm(Math.min(timeoutMs, REFUSED_PAUSE_MS));
+        return;
+      }
+      missing.delete(k);
+      refused.delete(k);
+      outcomes[index[k]!] = CONFIRMED;
+      if (missing.size === 0) finish();
+    });
+    arm(timeoutMs);
   });
 }
+
+/** How soon an ACK the server refused (no consumer leader) is asked again. */
+const REFUSED_PAUSE_MS = 100;
+/** How long refused ACKs are asked again at most. */
+const ELECTION_CAP_MS = 60_000;
 
 const CONFIRMED: AckOutcome = Object.freeze({ confirmed: true });
 const NOT_CONFIRMED: AckOutcome = Object.freeze({ confirmed: false });

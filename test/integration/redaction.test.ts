@@ -385,6 +385,15 @@ describe("nothing sensitive leaves the process", () => {
     results.push(await withBeats.process(await messages(f, 2), () => beats(1)));
     expect(results.at(-1)?.outcome).toBe("acked");
 
+    // The sink down for one try: the write is tried again in place, no delivery spent.
+    let down = true;
+    results.push(await withBeats.process(await messages(f, 1), () => {
+      if (!down) return;
+      down = false;
+      throw new TemporarySinkError(`connect to ${PAYLOAD} refused`);
+    }));
+    expect(results.at(-1)?.outcome).toBe("acked");
+
     const nak = new CommitThenAck({ metrics: main.sink, onTemporaryFailure: { action: "nak", delayMs: 60_000 } });
     results.push(await nak.process(await messages(f, 1), () => {
       throw new TemporarySinkError(`insert of ${PAYLOAD} failed`);

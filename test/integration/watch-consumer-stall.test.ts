@@ -194,7 +194,7 @@ describe("stalled tells a stopped worker from a slow one (real nats-server)", ()
     cleanups.push(() => spy.dispose());
     const [seq] = await publish(f, 1);
 
-    const ack = new CommitThenAck({ inProgress: policy, onTemporaryFailure: { action: "nak", delayMs: 3 * ACK_WAIT_MS }, connection: f.nc });
+    const ack = new CommitThenAck({ inProgress: policy, onTemporaryFailure: { action: "nak", delayMs: 3 * ACK_WAIT_MS, retryInPlace: false }, connection: f.nc });
     let attempts = 0;
     const write = async (): Promise<void> => {
       attempts += 1;

@@ -1,0 +1,25 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startCluster, type NatsCluster } from "../helpers/nats-server.js";
+import { loopElectionScenario } from "./scenarios/loop-elections.js";
+
+describe("reliability (short): leader elections under the consumer loops, 3-node cluster, R3 stream and consumer", () => {
+  let cluster: NatsCluster;
+  beforeAll(async () => {
+    cluster = await startCluster();
+  });
+  afterAll(async () => {
+    await cluster?.dispose();
+  });
+
+  it("run, a consumer leader step-down while messages flow: with the loops' confirmed ACKs, none written twice", async () => {
+    const r = await loopElectionScenario(cluster, { loop: "run", election: "consumer-stepdown", messages: 300, confirm: true });
+    expect(r.written).toBe(300);
+    expect(r.duplicates).toBe(0);
+  });
+
+  it("runEach, the consumer leader's server killed while messages flow: none written twice", async () => {
+    const r = await loopElectionScenario(cluster, { loop: "runEach", election: "kill-leader", messages: 300, confirm: true });
+    expect(r.written).toBe(300);
+    expect(r.duplicates).toBe(0);
+  });
+});
