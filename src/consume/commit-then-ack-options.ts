@@ -57,9 +57,11 @@ export interface CommitThenAckOptions {
    */
   readonly deadLetter?: DeadLetterTarget;
   /**
-   * The consumer's MaxDeliver (`-1` or `0`: unlimited), so the last allowed delivery is known;
-   * `forConsumer` reads it from the server. Default: unknown (every failure is treated as
-   * having deliveries left).
+   * The consumer's MaxDeliver (`-1` or `0`: unlimited), so the last allowed delivery is known.
+   * `forConsumer` and the loops read it from the server; otherwise, on a message's first
+   * failure, it is read once per consumer (consumer info, through `connection` or the message's
+   * own connection). It is never guessed: when it cannot be read, a failed message is left for
+   * redelivery and the failure reported as `ConsumerPolicyError` `max_deliver_unknown`.
    */
   readonly maxDeliver?: number;
   /**
@@ -69,8 +71,11 @@ export interface CommitThenAckOptions {
    */
   readonly signal?: AbortSignal;
   /**
-   * Opt-in confirmed ACKs: each `+ACK` is sent as a request and waited for, retried on timeout
-   * (`{ timeoutMs, retries }`). Needs `connection`. Default off: an ACK is fire-and-forget.
+   * Confirmed ACKs: each `+ACK` is sent as a request and waited for, and sent again while the
+   * server does not confirm it (`{ timeoutMs, retries }`), so an ACK lost in a leader election
+   * does not turn into a duplicate write. Default: `process` sends plain ACKs; `run` and
+   * `runEach` confirm theirs (one reply inbox per batch, timeout an eighth of AckWait within
+   * 200–2,000 ms, 6 retries). `false` turns confirmation off everywhere.
    */
   readonly confirmAck?: ConfirmAckOptions | false;
   /**

@@ -25,6 +25,9 @@ export interface ConfirmAckOptions {
   /**
    * Attempts after the first, integer 0 ..= 10; default 2. Retries publish `+ACK` requests on
    * the reply subject, through `connection` or else the connection that delivered the message.
+   * In the loops, where a batch's ACKs are confirmed together, an ACK the server refuses with
+   * "no responders" (a consumer leader election) is sent again every 100 ms, past this window
+   * for up to a minute, within the lease.
    */
   readonly retries?: number;
 }
