@@ -136,6 +136,11 @@ const WHAT_TO_PASS =
   '{ servers, creds: readFileSync("worker.creds", "utf8") } for a credentials file, { servers, nkeySeed } for an nkey, ' +
   "{ servers, user, pass } or { servers, token }";
 
+/** A server URL for a message: credentials in it (`nats://user:pass@host`) are masked. */
+function safeUrl(url: string): string {
+  return truncate(url.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^@/]*@/i, "$1***@"));
+}
+
 /** A value described without echoing it (for fields that may hold secrets). */
 function describe(value: unknown): string {
   if (typeof value === "string") return `a string of ${value.length} characters`;
@@ -216,7 +221,7 @@ function checkServers(where: string, value: unknown): readonly string[] {
       const got = typeof s === "string" ? `a string of ${s.length} characters` : describe(s);
       throw new TypeError(`${where}.${at} must be a server URL of at most ${MAX_URL} characters, got ${got}: ${fix}`);
     }
-    if (/^wss?:\/\//i.test(s)) throw new TypeError(`${where}.${at} is a WebSocket URL (${JSON.stringify(truncate(s))}): the thread connects over TCP; use the server's client port (nats://host:4222)`);
+    if (/^wss?:\/\//i.test(s)) throw new TypeError(`${where}.${at} is a WebSocket URL (${JSON.stringify(safeUrl(s))}): the thread connects over TCP; use the server's client port (nats://host:4222)`);
   });
   return Object.freeze(list as string[]);
 }
@@ -272,7 +277,7 @@ function checkTls(where: string, value: unknown): CheckedThreadConnection["tls"]
 export function threadConnectionFrom(nc: unknown, where = "heartbeat.thread"): CheckedThreadConnection {
   const reading = hostConnectionSettings(nc);
   if (!reading.ok) {
-    const servers = JSON.stringify(reading.servers ?? ["nats://host:4222"]);
+    const servers = JSON.stringify((reading.servers ?? ["nats://host:4222"]).map(safeUrl));
     const fix =
       reading.reason === "tls_not_files" ? `${where}: { servers: ${servers}, tls: { caFile, certFile, keyFile } } (file paths), with its credentials`
       : reading.reason === "websocket" ? `${where}: { servers: ["nats://host:4222"] } with the servers' client (TCP) port, and its credentials`

@@ -122,6 +122,14 @@ describe("threadConnectionFrom (heartbeat: { thread: true })", () => {
     }
   });
 
+  it("masks credentials written into a server URL", () => {
+    const host = hostConnection({ servers: [`nats://svc:${SECRET}@n1:4222`], authenticator: () => ({ nkey: "UABC" }) }, { getServer: () => "" });
+    const m = message(() => threadConnectionFrom(host));
+    expect(m).toContain('servers: ["nats://***@n1:4222",');
+    expect(m).not.toContain(SECRET);
+    expect(message(() => checkHeartbeatThreadOption({ servers: `wss://svc:${SECRET}@n1:443` }))).not.toContain(SECRET);
+  });
+
   it("refuses credentials given as functions, TLS as certificate text, a closed connection, and an unknown object", () => {
     expect(message(() => threadConnectionFrom(hostConnection({ user: () => "u", pass: () => SECRET })))).toMatch(/its user is a function, not a string, and a function cannot cross a thread/);
     expect(message(() => threadConnectionFrom(hostConnection({ tls: { ca: "-----BEGIN CERTIFICATE-----" } })))).toMatch(/TLS options hold certificate text .*tls: \{ caFile, certFile, keyFile \} \} \(file paths\)/);
