@@ -3,10 +3,11 @@
  * sends `+WPI` for the slots the main thread registers, reading everything else from shared
  * memory, so beats go on while the main thread's event loop is blocked.
  *
- * Idle, it costs nothing: one timer armed for the earliest due slot and one pending
- * `Atomics.waitAsync` on the wake counter (the main thread bumps it when progress arrives for a
- * slot that waits for it). Every due slot is sent in one synchronous pass, so a round of many
- * batches leaves in one socket write.
+ * Idle, it costs nothing: the library's scheduler (a heap, one timer armed for the earliest due
+ * slot) and one pending `Atomics.waitAsync` on the wake counter (the main thread bumps it when
+ * progress arrives for a slot that waits for it). Slots due within the scheduler's coalescing
+ * window are sent in one tick, so a round of many batches leaves in one socket write, and the
+ * work per tick is proportional to the slots due, not to all slots.
  */
 import { parentPort, workerData } from "node:worker_threads";
 import { connect, credsAuthenticator, nkeyAuthenticator, type ConnectionOptions, type NatsConnection } from "@nats-io/transport-node";
@@ -17,6 +18,7 @@ import {
   controlBlock,
   dueNow,
   endRound,
+  fromTime,
   isReleased,
   nowEpochMs,
   planBeat,
@@ -24,21 +26,32 @@ import {
   recordFailure,
   SLOT,
   slotView,
+  TIME,
   type FromWorker,
   type Slot,
   type ToWorker,
   type WorkerInput,
 } from "./heartbeat-thread-protocol.js";
-import { COALESCE_MS, timerDelay } from "./scheduler.js";
+import { COALESCE_MS, Scheduler, timerDelay, type ScheduledTask, type SchedulerEntry } from "./scheduler.js";
 
 const WPI = "+WPI";
 
-interface Batch {
-  readonly slot: Slot;
-  readonly subjects: readonly string[];
-  readonly confirmTimeoutMs: number;
+/** A registered slot, as a task of the worker's scheduler. */
+class Batch implements ScheduledTask {
+  schedulerEntry: SchedulerEntry | undefined = undefined;
   /** The last due round found the connection down: send it as soon as it is back. */
-  failedLast: boolean;
+  failedLast = false;
+
+  constructor(
+    readonly id: number,
+    readonly slot: Slot,
+    readonly subjects: readonly string[],
+    readonly confirmTimeoutMs: number,
+  ) {}
+
+  run(now: number): void {
+    runBatch(this, now);
+  }
 }
 
 const port = parentPort;
@@ -47,11 +60,17 @@ const input = workerData as WorkerInput;
 const control = controlBlock(input.control);
 const ints = control.ints;
 const batches = new Map<number, Batch>();
+/** Due slots waiting for progress: not scheduled; a wake from the main thread looks at them. */
+const waiting = new Set<Batch>();
+// Epoch milliseconds: the scale the slots' times are on.
+const scheduler = new Scheduler({
+  now: nowEpochMs,
+  setTimer: (fn, ms) => setTimeout(fn, timerDelay(ms)),
+  clearTimer: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
+});
 let nc: NatsConnection | undefined;
 let connected = false;
 let closing = false;
-let timer: ReturnType<typeof setTimeout> | undefined;
-let scanQueued = false;
 let flushQueued = false;
 const flushIds: number[] = [];
 
@@ -64,7 +83,7 @@ function post(message: FromWorker): void {
 }
 
 /** The client options for the thread's connection: plain data in, authenticators built here. */
-export function connectOptions(c: CheckedThreadConnection): ConnectionOptions {
+function connectOptions(c: CheckedThreadConnection): ConnectionOptions {
   const te = new TextEncoder();
   return {
     servers: [...c.servers],
@@ -125,7 +144,6 @@ async function start(): Promise<void> {
     }
   });
   void watchStatus(conn);
-  queueScan();
 }
 
 async function watchStatus(conn: NatsConnection): Promise<void> {
@@ -137,63 +155,71 @@ async function watchStatus(conn: NatsConnection): Promise<void> {
       setConnected(true);
       // Rounds that found the connection down go out now rather than an interval later.
       const now = nowEpochMs();
-      for (const b of batches.values()) if (b.failedLast) dueNow(b.slot, now);
-      queueScan();
+      for (const b of batches.values()) {
+        if (!b.failedLast) continue;
+        dueNow(b.slot, now);
+        scheduler.schedule(b, now, now);
+      }
     } else if (s.type === "error") {
       Atomics.add(ints, CONTROL.ERRORS, 1);
     }
   }
 }
 
-function queueScan(): void {
-  if (scanQueued || closing) return;
-  scanQueued = true;
-  setImmediate(scan);
+function forget(b: Batch): void {
+  batches.delete(b.id);
+  waiting.delete(b);
+  scheduler.cancel(b);
 }
 
-/** One pass over every slot: send what is due, drop what is done, arm the timer for the rest. */
-function scan(): void {
-  scanQueued = false;
+/** What a slot's due time brings: a round, a wait, or the end of it. */
+function runBatch(b: Batch, now: number): void {
   if (closing) return;
-  const now = nowEpochMs();
-  let next = Number.POSITIVE_INFINITY;
-  for (const [id, b] of batches) {
-    const plan = planBeat(b.slot, now, COALESCE_MS);
-    if (plan.kind === "drop") {
-      batches.delete(id);
-      continue;
-    }
-    if (plan.kind === "idle") continue;
-    if (plan.kind === "wait") {
-      if (plan.at < next) next = plan.at;
-      continue;
-    }
-    const interval = Atomics.load(b.slot.ints, SLOT.INTERVAL_MS);
-    const conn = nc;
-    if (!connected || conn === undefined) {
-      // The client would drop the frames: a failure, not a beat.
-      recordFailure(b.slot, now, interval);
-      b.failedLast = true;
-      if (now + interval < next) next = now + interval;
-      continue;
-    }
-    if (!beginRound(b.slot)) {
-      batches.delete(id);
-      continue;
-    }
-    let sent = true;
-    try {
-      if (b.confirmTimeoutMs > 0) sendConfirmed(conn, b, now);
-      else sendPlain(conn, b);
-    } catch {
-      sent = false;
-    }
-    endRound(b.slot, now, plan.progress, sent && b.confirmTimeoutMs === 0);
-    if (!sent) Atomics.add(b.slot.ints, SLOT.FAILURES, 1);
-    b.failedLast = !sent;
-    if (now + interval < next) next = now + interval;
+  const plan = planBeat(b.slot, now, COALESCE_MS);
+  if (plan.kind === "drop") {
+    forget(b);
+    return;
   }
-  arm(next);
+  if (plan.kind === "idle") {
+    waiting.add(b);
+    return;
+  }
+  if (plan.kind === "wait") {
+    scheduler.schedule(b, plan.at, now);
+    return;
+  }
+  const interval = Atomics.load(b.slot.ints, SLOT.INTERVAL_MS);
+  const conn = nc;
+  if (!connected || conn === undefined) {
+    // The client would drop the frames: a failure, not a beat.
+    recordFailure(b.slot, now, interval);
+    b.failedLast = true;
+    scheduler.schedule(b, now + interval, now);
+    return;
+  }
+  if (!beginRound(b.slot)) {
+    forget(b);
+    return;
+  }
+  let sent = true;
+  try {
+    if (b.confirmTimeoutMs > 0) sendConfirmed(conn, b, now);
+    else sendPlain(conn, b);
+  } catch {
+    sent = false;
+  }
+  endRound(b.slot, now, plan.progress, sent && b.confirmTimeoutMs === 0);
+  if (!sent) Atomics.add(b.slot.ints, SLOT.FAILURES, 1);
+  b.failedLast = !sent;
+  scheduler.schedule(b, now + interval, now);
+}
+
+/** Progress came for slots that wait for it: look at them now. */
+function wakeWaiting(): void {
+  if (closing || waiting.size === 0) return;
+  const now = nowEpochMs();
+  for (const b of waiting) scheduler.schedule(b, now, now);
+  waiting.clear();
 }
 
 function sendPlain(conn: NatsConnection, b: Batch): void {
@@ -219,13 +245,6 @@ function sendConfirmed(conn: NatsConnection, b: Batch, sentAt: number): void {
   });
 }
 
-function arm(at: number): void {
-  if (timer !== undefined) clearTimeout(timer);
-  timer = undefined;
-  if (at === Number.POSITIVE_INFINITY || closing) return;
-  timer = setTimeout(scan, timerDelay(at - nowEpochMs()));
-}
-
 type WaitAsync = (view: Int32Array, index: number, value: number) => { async: boolean; value: Promise<unknown> | unknown };
 
 /** Waits for the main thread's wake-ups (progress for a slot that waits for it). */
@@ -235,7 +254,7 @@ function armWake(): void {
   const r = (Atomics as unknown as { waitAsync: WaitAsync }).waitAsync(ints, CONTROL.WAKE, seen);
   const woke = (): void => {
     armWake();
-    queueScan();
+    wakeWaiting();
   };
   if (r.async) void (r.value as Promise<unknown>).then(woke);
   else queueMicrotask(woke);
@@ -260,8 +279,9 @@ async function flush(): Promise<void> {
 
 function end(): void {
   closing = true;
-  if (timer !== undefined) clearTimeout(timer);
+  for (const b of batches.values()) scheduler.cancel(b);
   batches.clear();
+  waiting.clear();
   // Settles the pending waitAsync, so nothing is left to keep this thread alive.
   Atomics.add(ints, CONTROL.WAKE, 1);
   Atomics.notify(ints, CONTROL.WAKE);
@@ -283,9 +303,9 @@ port.on("message", (m: ToWorker) => {
   if (m.type === "register") {
     if (closing) return;
     const slot = slotView(m.buffer, m.subjects.length);
-    const confirmTimeoutMs = Atomics.load(slot.ints, SLOT.CONFIRM_TIMEOUT_MS);
-    batches.set(m.id, { slot, subjects: m.subjects, confirmTimeoutMs, failedLast: false });
-    queueScan();
+    const b = new Batch(m.id, slot, m.subjects, Atomics.load(slot.ints, SLOT.CONFIRM_TIMEOUT_MS));
+    batches.set(m.id, b);
+    scheduler.schedule(b, fromTime(Atomics.load(slot.times, TIME.NEXT_DUE)));
   } else if (m.type === "flush") {
     flushIds.push(m.id);
     // Requests that arrive together share one PING.
