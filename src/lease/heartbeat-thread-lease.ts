@@ -38,6 +38,15 @@ export const DEFAULT_FLUSH_TIMEOUT_MS = 5000;
  * Before a final frame: `release(i)` or `stop()` before an ACK or a Term (a `+WPI` that reaches
  * the server after those is ignored); `await stopAndFlush()` before a NAK with a delay (a `+WPI`
  * after it would wipe the delay).
+ *
+ * @example
+ * ```ts
+ * const lease = thread.register(replies, { intervalMs: 5000, maxHeartbeats: 12 });
+ * lease.release(0);
+ * msgs[0].ack(); // this one is done; the others are still beaten
+ * await lease.stopAndFlush();
+ * msgs[1].nak(30_000);
+ * ```
  */
 export class ThreadLease {
   /** Deliveries in the batch. */

@@ -117,7 +117,14 @@ export interface HeartbeatThreadConnection {
  */
 export type HeartbeatThreadOption = true | HeartbeatThreadConnection;
 
-/** A checked connection: frozen, servers always a list. */
+/**
+ * A checked connection: frozen, servers always a list.
+ *
+ * @example
+ * ```ts
+ * const c: CheckedThreadConnection = checkHeartbeatThreadOption({ servers: "n1:4222" }) as CheckedThreadConnection;
+ * ```
+ */
 export interface CheckedThreadConnection extends HeartbeatThreadConnection {
   readonly servers: readonly string[];
 }
@@ -164,6 +171,11 @@ function text(where: string, key: string, value: unknown, max: number, secret: b
  * @param where - how the caller names the option, for example `options.heartbeat.thread`.
  * @returns `undefined`, `true`, or a frozen copy with `servers` as a list.
  * @throws TypeError naming the field, what it got, the limit and the fix.
+ *
+ * @example
+ * ```ts
+ * const thread = checkHeartbeatThreadOption(options.heartbeat?.thread, "options.heartbeat.thread");
+ * ```
  */
 export function checkHeartbeatThreadOption(value: unknown, where = "heartbeat.thread"): true | CheckedThreadConnection | undefined {
   if (value === undefined || value === true) return value;
@@ -273,6 +285,12 @@ function checkTls(where: string, value: unknown): CheckedThreadConnection["tls"]
  * @throws TypeError when the host connection cannot be copied (a function authenticator,
  *   credentials given as functions, TLS as certificate text, a WebSocket connection), saying
  *   what to pass instead.
+ *
+ * @example
+ * ```ts
+ * const nc = await connect({ servers: "nats://n1:4222", user: "svc", pass });
+ * const thread = HeartbeatThread.acquire(threadConnectionFrom(nc)); // { servers, name: "…:heartbeats", user, pass }
+ * ```
  */
 export function threadConnectionFrom(nc: unknown, where = "heartbeat.thread"): CheckedThreadConnection {
   const reading = hostConnectionSettings(nc);
@@ -305,6 +323,11 @@ export function threadConnectionFrom(nc: unknown, where = "heartbeat.thread"): C
  * connection), anything else is checked as connection data.
  *
  * @throws TypeError for a bad value, or `true` without a connection to derive from.
+ *
+ * @example
+ * ```ts
+ * const connection = resolveThreadConnection(options.heartbeat?.thread, options.connection, "options.heartbeat.thread");
+ * ```
  */
 export function resolveThreadConnection(option: unknown, nc: unknown, where = "heartbeat.thread"): CheckedThreadConnection | undefined {
   const checked = checkHeartbeatThreadOption(option, where);

@@ -22,10 +22,22 @@ const MAX_DELIVERIES = 100_000;
 /**
  * `starting` until the thread's connection is first up; `connected` / `disconnected` after;
  * `closed` once the thread is gone (released and closed, or its connection failed for good).
+ *
+ * @example
+ * ```ts
+ * const beatHere = (s: HeartbeatThreadState): boolean => s === "closed"; // fall back to main-thread beats
+ * ```
  */
 export type HeartbeatThreadState = "starting" | "connected" | "disconnected" | "closed";
 
-/** One batch's schedule on the thread. */
+/**
+ * One batch's schedule on the thread.
+ *
+ * @example
+ * ```ts
+ * const options: ThreadLeaseOptions = { intervalMs: 5000, maxHeartbeats: 12, requireProgress: false };
+ * ```
+ */
 export interface ThreadLeaseOptions {
   /** Milliseconds between rounds (integer, 1 ..= 3,600,000). */
   readonly intervalMs: number;
@@ -246,6 +258,23 @@ function epoch(where: string, value: unknown, fallback: number): number {
  * `acquire` returns a handle on the one thread for that connection (started on first use);
  * `release` gives the handle back. The thread closes once no handle and no lease uses it for
  * `idleCloseMs`.
+ *
+ * @example
+ * ```ts
+ * const thread = HeartbeatThread.acquire(threadConnectionFrom(nc));
+ * const lease = thread.register(msgs.map((m) => m.reply), { intervalMs: 5000, maxHeartbeats: 12 });
+ * try {
+ *   writeSynchronously(msgs); // the event loop is blocked; the thread keeps beating
+ *   lease.stop();
+ *   for (const m of msgs) m.ack();
+ * } catch {
+ *   await lease.stopAndFlush(); // before a NAK with a delay
+ *   for (const m of msgs) m.nak(30_000);
+ * } finally {
+ *   lease.stop();
+ *   thread.release();
+ * }
+ * ```
  */
 export class HeartbeatThread {
   readonly #core: ThreadCore;
