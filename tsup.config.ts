@@ -1,13 +1,22 @@
 import { defineConfig } from "tsup";
 
+const publicEntries = {
+  index: "src/index.ts",
+  prometheus: "src/adapters/prometheus.ts",
+  opentelemetry: "src/adapters/opentelemetry.ts",
+};
+
 export default defineConfig({
   entry: {
-    index: "src/index.ts",
-    prometheus: "src/adapters/prometheus.ts",
-    opentelemetry: "src/adapters/opentelemetry.ts",
+    ...publicEntries,
+    // The heartbeat thread's worker: started by path from index.js / index.cjs, never imported.
+    "heartbeat-thread": "src/lease/heartbeat-thread-entry.ts",
   },
   format: ["esm", "cjs"],
-  dts: true,
+  // Types for what users import; the worker entry has none to offer.
+  dts: { entry: publicEntries },
+  // In the CommonJS build, import.meta.url (which finds the worker beside the bundle) becomes this file's URL.
+  shims: true,
   clean: true,
   sourcemap: true,
   target: "node20",

@@ -1,0 +1,322 @@
+/**
+ * The heartbeat thread's entry (a worker thread, its own tsup entry): one NATS connection that
+ * sends `+WPI` for the slots the main thread registers, reading everything else from shared
+ * memory, so beats go on while the main thread's event loop is blocked.
+ *
+ * Idle, it costs nothing: the library's scheduler (a heap, one timer armed for the earliest due
+ * slot) and one pending `Atomics.waitAsync` on the wake counter (the main thread bumps it when
+ * progress arrives for a slot that waits for it). Slots due within the scheduler's coalescing
+ * window are sent in one tick, so a round of many batches leaves in one socket write, and the
+ * work per tick is proportional to the slots due, not to all slots.
+ */
+import { parentPort, workerData } from "node:worker_threads";
+import { connect, credsAuthenticator, nkeyAuthenticator, type ConnectionOptions, type NatsConnection } from "@nats-io/transport-node";
+import type { CheckedThreadConnection } from "./heartbeat-thread-options.js";
+import {
+  beginRound,
+  CONTROL,
+  controlBlock,
+  dueNow,
+  endRound,
+  fromTime,
+  isReleased,
+  nowEpochMs,
+  planBeat,
+  recordConfirmed,
+  recordFailure,
+  SLOT,
+  slotView,
+  TIME,
+  type FromWorker,
+  type Slot,
+  type ToWorker,
+  type WorkerInput,
+} from "./heartbeat-thread-protocol.js";
+import { COALESCE_MS, Scheduler, timerDelay, type ScheduledTask, type SchedulerEntry } from "./scheduler.js";
+
+const WPI = "+WPI";
+
+/** A registered slot, as a task of the worker's scheduler. */
+class Batch implements ScheduledTask {
+  schedulerEntry: SchedulerEntry | undefined = undefined;
+  /** The last due round found the connection down: send it as soon as it is back. */
+  failedLast = false;
+
+  constructor(
+    readonly id: number,
+    readonly slot: Slot,
+    readonly subjects: readonly string[],
+    readonly confirmTimeoutMs: number,
+  ) {}
+
+  run(now: number): void {
+    runBatch(this, now);
+  }
+}
+
+const port = parentPort;
+if (port === null) throw new Error("the heartbeat thread's entry runs in a worker thread only");
+const input = workerData as WorkerInput;
+const control = controlBlock(input.control);
+const ints = control.ints;
+const batches = new Map<number, Batch>();
+/** Due slots waiting for progress: not scheduled; a wake from the main thread looks at them. */
+const waiting = new Set<Batch>();
+// Epoch milliseconds: the scale the slots' times are on.
+const scheduler = new Scheduler({
+  now: nowEpochMs,
+  setTimer: (fn, ms) => setTimeout(fn, timerDelay(ms)),
+  clearTimer: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
+});
+let nc: NatsConnection | undefined;
+let connected = false;
+let closing = false;
+let flushQueued = false;
+const flushIds: number[] = [];
+
+function post(message: FromWorker): void {
+  try {
+    port!.postMessage(message);
+  } catch {
+    // The main thread is gone: nothing to tell.
+  }
+}
+
+/** The client options for the thread's connection: plain data in, authenticators built here. */
+function connectOptions(c: CheckedThreadConnection): ConnectionOptions {
+  const te = new TextEncoder();
+  return {
+    servers: [...c.servers],
+    name: c.name ?? "jetstream-inprogress:heartbeats",
+    // Keep trying: the thread is unref'd, so retrying never keeps a finished host alive.
+    waitOnFirstConnect: true,
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 500,
+    // A dead link is found within about 20 s, not the client's default 4 minutes.
+    pingInterval: 10_000,
+    maxPingOut: 2,
+    ...(c.user !== undefined ? { user: c.user } : {}),
+    ...(c.pass !== undefined ? { pass: c.pass } : {}),
+    ...(c.token !== undefined ? { token: c.token } : {}),
+    ...(c.creds !== undefined ? { authenticator: credsAuthenticator(te.encode(c.creds)) } : {}),
+    ...(c.nkeySeed !== undefined ? { authenticator: nkeyAuthenticator(te.encode(c.nkeySeed)) } : {}),
+    ...(c.tls !== undefined ? { tls: { ...c.tls } } : {}),
+  };
+}
+
+function setConnected(up: boolean): void {
+  connected = up;
+  Atomics.store(ints, CONTROL.CONNECTED, up ? 1 : 0);
+}
+
+/** Why a connection failed, for the main thread: the error's class and message, bounded. */
+function describeError(err: unknown): string {
+  if (err instanceof Error) return `${err.name}: ${err.message}`.slice(0, 300);
+  return String(err).slice(0, 300);
+}
+
+async function start(): Promise<void> {
+  let conn: NatsConnection;
+  try {
+    conn = await connect(connectOptions(input.connection));
+  } catch (err) {
+    Atomics.add(ints, CONTROL.ERRORS, 1);
+    Atomics.store(ints, CONTROL.CLOSED, 1);
+    post({ type: "failed", message: describeError(err) });
+    end();
+    return;
+  }
+  if (closing) {
+    await conn.close().catch(() => undefined);
+    return;
+  }
+  nc = conn;
+  setConnected(true);
+  Atomics.store(ints, CONTROL.READY, 1);
+  post({ type: "ready" });
+  void conn.closed().then((err) => {
+    setConnected(false);
+    Atomics.store(ints, CONTROL.CLOSED, 1);
+    if (!closing) {
+      Atomics.add(ints, CONTROL.ERRORS, 1);
+      post({ type: "failed", message: err ? describeError(err) : "the connection closed" });
+      end();
+    }
+  });
+  void watchStatus(conn);
+}
+
+async function watchStatus(conn: NatsConnection): Promise<void> {
+  for await (const s of conn.status()) {
+    if (s.type === "disconnect") {
+      if (connected) Atomics.add(ints, CONTROL.DISCONNECTS, 1);
+      setConnected(false);
+    } else if (s.type === "reconnect") {
+      setConnected(true);
+      // Rounds that found the connection down go out now rather than an interval later.
+      const now = nowEpochMs();
+      for (const b of batches.values()) {
+        if (!b.failedLast) continue;
+        dueNow(b.slot, now);
+        scheduler.schedule(b, now, now);
+      }
+    } else if (s.type === "error") {
+      Atomics.add(ints, CONTROL.ERRORS, 1);
+    }
+  }
+}
+
+function forget(b: Batch): void {
+  batches.delete(b.id);
+  waiting.delete(b);
+  scheduler.cancel(b);
+}
+
+/** What a slot's due time brings: a round, a wait, or the end of it. */
+function runBatch(b: Batch, now: number): void {
+  if (closing) return;
+  const plan = planBeat(b.slot, now, COALESCE_MS);
+  if (plan.kind === "drop") {
+    forget(b);
+    return;
+  }
+  if (plan.kind === "idle") {
+    waiting.add(b);
+    return;
+  }
+  if (plan.kind === "wait") {
+    scheduler.schedule(b, plan.at, now);
+    return;
+  }
+  const interval = Atomics.load(b.slot.ints, SLOT.INTERVAL_MS);
+  const conn = nc;
+  if (!connected || conn === undefined) {
+    // The client would drop the frames: a failure, not a beat.
+    recordFailure(b.slot, now, interval);
+    b.failedLast = true;
+    scheduler.schedule(b, now + interval, now);
+    return;
+  }
+  if (!beginRound(b.slot)) {
+    forget(b);
+    return;
+  }
+  let sent = true;
+  try {
+    if (b.confirmTimeoutMs > 0) sendConfirmed(conn, b, now);
+    else sendPlain(conn, b);
+  } catch {
+    sent = false;
+  }
+  endRound(b.slot, now, plan.progress, sent && b.confirmTimeoutMs === 0);
+  if (!sent) Atomics.add(b.slot.ints, SLOT.FAILURES, 1);
+  b.failedLast = !sent;
+  scheduler.schedule(b, now + interval, now);
+}
+
+/** Progress came for slots that wait for it: look at them now. */
+function wakeWaiting(): void {
+  if (closing || waiting.size === 0) return;
+  const now = nowEpochMs();
+  for (const b of waiting) scheduler.schedule(b, now, now);
+  waiting.clear();
+}
+
+function sendPlain(conn: NatsConnection, b: Batch): void {
+  const { subjects, slot } = b;
+  for (let i = 0; i < subjects.length; i++) {
+    if (!isReleased(slot, i)) conn.publish(subjects[i]!, WPI);
+  }
+}
+
+/**
+ * Each `+WPI` as a request: the server answers whether or not the message is still pending,
+ * so a full set of replies proves the beats arrived, not that the deliveries are still ours.
+ */
+function sendConfirmed(conn: NatsConnection, b: Batch, sentAt: number): void {
+  const { subjects, slot } = b;
+  const replies: Promise<unknown>[] = [];
+  for (let i = 0; i < subjects.length; i++) {
+    if (!isReleased(slot, i)) replies.push(conn.request(subjects[i]!, WPI, { timeout: b.confirmTimeoutMs }));
+  }
+  void Promise.allSettled(replies).then((results) => {
+    if (results.every((r) => r.status === "fulfilled")) recordConfirmed(slot, sentAt);
+    else Atomics.add(slot.ints, SLOT.FAILURES, 1);
+  });
+}
+
+type WaitAsync = (view: Int32Array, index: number, value: number) => { async: boolean; value: Promise<unknown> | unknown };
+
+/** Waits for the main thread's wake-ups (progress for a slot that waits for it). */
+function armWake(): void {
+  if (closing) return;
+  const seen = Atomics.load(ints, CONTROL.WAKE);
+  const r = (Atomics as unknown as { waitAsync: WaitAsync }).waitAsync(ints, CONTROL.WAKE, seen);
+  const woke = (): void => {
+    armWake();
+    wakeWaiting();
+  };
+  if (r.async) void (r.value as Promise<unknown>).then(woke);
+  else queueMicrotask(woke);
+}
+
+/** Answers flush requests once the server answered a PING sent after every earlier publish. */
+async function flush(): Promise<void> {
+  flushQueued = false;
+  const ids = flushIds.splice(0);
+  const conn = nc;
+  if (conn === undefined || !connected) {
+    post({ type: "flushed", ids, ok: false, why: "the heartbeat connection is down" });
+    return;
+  }
+  try {
+    await conn.flush();
+    post({ type: "flushed", ids, ok: true });
+  } catch (err) {
+    post({ type: "flushed", ids, ok: false, why: describeError(err) });
+  }
+}
+
+function end(): void {
+  closing = true;
+  for (const b of batches.values()) scheduler.cancel(b);
+  batches.clear();
+  waiting.clear();
+  // Settles the pending waitAsync, so nothing is left to keep this thread alive.
+  Atomics.add(ints, CONTROL.WAKE, 1);
+  Atomics.notify(ints, CONTROL.WAKE);
+  port!.close();
+}
+
+async function close(): Promise<void> {
+  if (closing) return;
+  closing = true;
+  const conn = nc;
+  if (conn !== undefined) await conn.close().catch(() => undefined);
+  setConnected(false);
+  Atomics.store(ints, CONTROL.CLOSED, 1);
+  post({ type: "closed" });
+  end();
+}
+
+port.on("message", (m: ToWorker) => {
+  if (m.type === "register") {
+    if (closing) return;
+    const slot = slotView(m.buffer, m.subjects.length);
+    const b = new Batch(m.id, slot, m.subjects, Atomics.load(slot.ints, SLOT.CONFIRM_TIMEOUT_MS));
+    batches.set(m.id, b);
+    scheduler.schedule(b, fromTime(Atomics.load(slot.times, TIME.NEXT_DUE)));
+  } else if (m.type === "flush") {
+    flushIds.push(m.id);
+    // Requests that arrive together share one PING.
+    if (!flushQueued) {
+      flushQueued = true;
+      setImmediate(() => void flush());
+    }
+  } else if (m.type === "close") {
+    void close();
+  }
+});
+
+armWake();
+void start();
