@@ -7,5 +7,5 @@
 export { errorKind, errorName } from "./errors/error-kind.js";
 export { ConsumerPolicyError, InProgressPolicyError, type ConsumerPolicyReason, type PolicyViolation, type ViolationCode } from "./errors/policy-errors.js";
 export { PermanentSinkError, TemporarySinkError } from "./errors/sink-errors.js";
-export { ConnectionClosedError, DisconnectedError, HeartbeatLimitError, LeaseExpiredError } from "./errors/lease-errors.js";
+export { ConnectionClosedError, DisconnectedError, HeartbeatLimitError, HeartbeatThreadError, LeaseExpiredError, type HeartbeatThreadFailure } from "./errors/lease-errors.js";
 export { AckNotConfirmedError, DeadLetterError, type DeadLetterFailure } from "./errors/settle-errors.js";

@@ -44,11 +44,13 @@ export type { BatchTrace, TracedBatch, TracedOutcome, Tracing } from "./telemetr
 export { DiagnosticsChannels } from "./telemetry/diagnostics.js";
 export type { BatchEventBase } from "./telemetry/diagnostics.js";
 export type { HeartbeatFailedEvent, HeartbeatLimitEvent, HeartbeatSentEvent, LeaseExpiredEvent } from "./lease/lease-events.js";
+export type { EventLoopStallEvent } from "./lease/stall-watch.js";
 export type { BatchSettledEvent, MessageExhaustedEvent } from "./settle/settle-events.js";
 
 // Heartbeat supervision.
 export { withInProgress } from "./lease/with-in-progress.js";
 export type { HeartbeatConfirmation, Lease, WithInProgressOptions, WorkContext } from "./lease/work-context.js";
+export type { HeartbeatThreadConnection, HeartbeatThreadOption } from "./lease/heartbeat-thread-options.js";
 
 // Settling.
 export type {

@@ -40,6 +40,10 @@ export const OpenTelemetryMetricNames = Object.freeze({
   in_progress_heartbeats_per_batch: "jetstream.in_progress.heartbeats_per_batch",
   /** Counter, unit `{heartbeat}`. */
   in_progress_held_beats_total: "jetstream.in_progress.held_beats",
+  /** Counter, unit `{stall}`. */
+  in_progress_event_loop_stalls_total: "jetstream.in_progress.event_loop_stalls",
+  /** Histogram, unit `s`. */
+  in_progress_event_loop_stall_seconds: "jetstream.in_progress.event_loop_stall.duration",
   /** Counter, unit `{message}`. */
   messages_acked_total: "jetstream.messages.acked",
   /** Counter, unit `{message}`. */
@@ -104,6 +108,8 @@ export const OPEN_TELEMETRY_UNITS: Readonly<Record<MetricName, string>> = Object
   in_progress_tick_lateness_seconds: "s",
   in_progress_heartbeats_per_batch: "{heartbeat}",
   in_progress_held_beats_total: "{heartbeat}",
+  in_progress_event_loop_stalls_total: "{stall}",
+  in_progress_event_loop_stall_seconds: "s",
   messages_acked_total: "{message}",
   messages_nacked_total: "{message}",
   messages_termed_total: "{message}",

@@ -10,7 +10,10 @@ import { errorName, InProgressPolicyError, LeaseExpiredError, PermanentSinkError
 import { sharedScheduler } from "../lease/scheduler.js";
 import type { WorkContext, WithInProgressOptions } from "../lease/work-context.js";
 import { abortReasonOf } from "../lease/work-run.js";
+import { HeartbeatThread } from "../lease/heartbeat-thread.js";
+import { threadConnectionFor } from "../lease/heartbeat-thread-options.js";
 import { superviseWork } from "../lease/with-in-progress.js";
+import { deliveringConnection } from "../nats/connection-state.js";
 import { deliveryInfo } from "../nats/message-access.js";
 import type { DisabledInProgressPolicy, VerifiedInProgressPolicy } from "../policy/in-progress-policy.js";
 import { isVerifiedPolicy } from "../policy/verified-policies.js";
@@ -30,7 +33,7 @@ import { TraceRecorder, type TracedBatch, type Tracing } from "../telemetry/trac
 /** What the runner needs of its instance. */
 export interface RunnerConfig {
   readonly policy: VerifiedInProgressPolicy | DisabledInProgressPolicy;
-  readonly heartbeat: Pick<WithInProgressOptions, "onLimit" | "confirm" | "requireProgress"> | undefined;
+  readonly heartbeat: Pick<WithInProgressOptions, "onLimit" | "confirm" | "requireProgress" | "thread"> | undefined;
   readonly metricsSink: MetricsSink | undefined;
   readonly metrics: MetricsRecorder;
   readonly settler: Settler;
@@ -53,18 +56,41 @@ export interface LoopSettle {
   readonly confirm?: LoopConfirmation | undefined;
 }
 
+/** How long a loop's start waits for the heartbeat thread's connection. */
+const THREAD_READY_MS = 5000;
+const NO_RELEASE = (): void => undefined;
+
 /** Runs batches and settles them, abandoned ones included. */
 export class BatchRunner {
   readonly #config: RunnerConfig;
   /** Abandoned writes not yet settled. */
   readonly #late = new Set<Promise<void>>();
   #windowMs: number | undefined;
+  /** `heartbeat.thread: true` not yet derived from a connection (no `connection` option). */
+  #threadFromHost: boolean;
+  #heartbeat: RunnerConfig["heartbeat"];
   #retrying = 0;
   readonly #recovered = new Set<() => void>();
 
   constructor(config: RunnerConfig) {
     this.#config = config;
     this.#windowMs = config.windowMs;
+    this.#heartbeat = config.heartbeat;
+    // Without heartbeats there is nothing to beat from any thread.
+    this.#threadFromHost = config.heartbeat?.thread === true && isVerifiedPolicy(config.policy) && config.policy.enabled;
+  }
+
+  /**
+   * `heartbeat.thread: true` copies this connection (a loop's consumer's, or the connection a
+   * message arrived on), once: the thread's connection data replace `true` from then on.
+   *
+   * @throws TypeError when the connection cannot be copied (it authenticates through a function).
+   */
+  learnThreadSource(source: unknown): void {
+    if (!this.#threadFromHost || source === undefined) return;
+    const thread = threadConnectionFor(true, [source], "options.heartbeat.thread");
+    if (thread !== undefined) this.#heartbeat = { ...this.#heartbeat, thread };
+    this.#threadFromHost = false;
   }
 
   /** Writes whose outcome is still awaited after they were abandoned. */
@@ -80,6 +106,32 @@ export class BatchRunner {
     }
   }
 
+  /**
+   * A loop holds the heartbeat thread for its whole life, so the thread is connected before the
+   * first batch (its first rounds would otherwise fail while it connects) and stays open between
+   * batches. A thread that does not come up within {@link THREAD_READY_MS} is reported; its
+   * batches then count the failed rounds, or beat from the main thread once it failed for good.
+   *
+   * @returns the release, for when the loop ends.
+   */
+  async holdThread(report: (err: Error) => void): Promise<() => void> {
+    const connection = this.#heartbeat?.thread;
+    if (connection === undefined || connection === true) return NO_RELEASE;
+    let handle: HeartbeatThread;
+    try {
+      handle = HeartbeatThread.acquire(connection);
+    } catch (err) {
+      report(err as Error);
+      return NO_RELEASE;
+    }
+    try {
+      await handle.ready(THREAD_READY_MS);
+    } catch (err) {
+      report(err as Error);
+    }
+    return () => handle.release();
+  }
+
   /** Runs `write` for `list` under the heartbeat policy, then settles every message. */
   async process(
     list: readonly JsMsg[],
@@ -91,6 +143,7 @@ export class BatchRunner {
   ): Promise<BatchResult> {
     if (list.length === 0) return emptyResult();
     const c = this.#config;
+    if (this.#threadFromHost) this.learnThreadSource(deliveringConnection(list[0]));
     const batchId = nextBatchId();
     const trace = this.#startTrace(list, origin);
     const started = performance.now();
@@ -110,7 +163,7 @@ export class BatchRunner {
         },
         c.policy,
         {
-          ...c.heartbeat,
+          ...this.#heartbeat,
           ...(signal !== undefined ? { signal } : {}),
           ...(c.metricsSink !== undefined ? { metrics: c.metricsSink } : {}),
           ...(receivedAt !== undefined ? { receivedAt } : {}),

@@ -2,6 +2,7 @@
  * The options of `CommitThenAck`, checked once at construction.
  */
 import type { NatsConnection } from "@nats-io/transport-node";
+import { checkHeartbeatThreadOption } from "../lease/heartbeat-thread-options.js";
 import type { WithInProgressOptions } from "../lease/work-context.js";
 import type { BackOffMode, ConsumerTiming, DisabledInProgressPolicy, InProgressPolicy, VerifiedInProgressPolicy } from "../policy/in-progress-policy.js";
 import { readOptionKeys } from "../policy/option-keys.js";
@@ -86,10 +87,12 @@ export interface CommitThenAckOptions {
   readonly connection?: Pick<NatsConnection, "request" | "isClosed" | "info">;
   /**
    * Heartbeat fine-tuning, as in `withInProgress`: `onLimit` (`"continue"`, default, or
-   * `"abort"` at `maxHeartbeats`), `confirm` (server-confirmed beats) and `requireProgress`
-   * (beat only after `ctx.progress()`). The interval and limits belong in `inProgress`.
+   * `"abort"` at `maxHeartbeats`), `confirm` (server-confirmed beats), `requireProgress`
+   * (beat only after `ctx.progress()`) and `thread` (beats from a worker thread, kept while a
+   * synchronous write blocks the event loop; `true` copies `connection`, else the loop's or the
+   * messages' connection). The interval and limits belong in `inProgress`.
    */
-  readonly heartbeat?: Pick<WithInProgressOptions, "onLimit" | "confirm" | "requireProgress">;
+  readonly heartbeat?: Pick<WithInProgressOptions, "onLimit" | "confirm" | "requireProgress" | "thread">;
   /**
    * The consumer's timing (`consumerTimingFromConfig(info)`), so NAK delays can be corrected
    * for its BackOff and a held ACK knows its AckWait. `forConsumer` reads it from the server.
@@ -249,7 +252,8 @@ function validateDeadLetter(value: unknown): void {
 }
 
 function validateHeartbeat(value: unknown): void {
-  const h = readOptionKeys("options.heartbeat", value, ["onLimit", "confirm", "requireProgress"], "heartbeat") as Record<string, unknown>;
+  const h = readOptionKeys("options.heartbeat", value, ["onLimit", "confirm", "requireProgress", "thread"], "heartbeat") as Record<string, unknown>;
+  checkHeartbeatThreadOption(h["thread"], "options.heartbeat.thread");
   if (h["onLimit"] !== undefined && h["onLimit"] !== "continue" && h["onLimit"] !== "abort") {
     throw new TypeError(`options.heartbeat.onLimit must be "continue" or "abort", got ${JSON.stringify(h["onLimit"])}`);
   }

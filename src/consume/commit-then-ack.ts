@@ -6,7 +6,7 @@
  */
 import type { JetStreamManager, JsMsg } from "@nats-io/jetstream";
 import type { WorkContext } from "../lease/work-context.js";
-import { serverVersionOf } from "../nats/connection-state.js";
+import { connectionOfConsumer, serverVersionOf } from "../nats/connection-state.js";
 import { DEFAULT_IN_PROGRESS_POLICY, type DisabledInProgressPolicy, type VerifiedInProgressPolicy } from "../policy/in-progress-policy.js";
 import { readOptionKeys } from "../policy/option-keys.js";
 import { isVerifiedPolicy } from "../policy/verified-policies.js";
@@ -31,6 +31,7 @@ import { setUpLoop, type LoopConsumer, type LoopInputs, type LoopSetup } from ".
 import { runEachMessage } from "./run-each.js";
 import { runBatches } from "./run-loop.js";
 import {
+  callGuarded,
   checkPullAgainstBinding,
   validateRunEachOptions,
   validateRunOptions,
@@ -107,6 +108,9 @@ export class CommitThenAck {
       windowMs: shortestWindowMs(timing?.ackWaitMs, timing?.backOffMs),
       retryInPlace: this.#options.onTemporaryFailure?.retryInPlace !== false,
     });
+    // heartbeat.thread: true copies the host's connection now, so a connection that cannot be
+    // copied is refused here rather than at the first batch.
+    this.#runner.learnThreadSource(this.#options.connection);
   }
 
   /**
@@ -375,6 +379,8 @@ export class CommitThenAck {
   /** What both loops share: the checks before the first pull, the combined signal, the consumer's facts. */
   async #setUpLoop(consumer: LoopConsumer, settings: LoopSettings, mode: "batch" | "each"): Promise<{ setup: LoopSetup; release(): void }> {
     checkPullAgainstBinding(settings.pull, this.#binding);
+    // heartbeat.thread: true without `connection` copies the consumer's, before the first pull.
+    this.#runner.learnThreadSource(connectionOfConsumer(consumer));
     // The loop holds one child of the instance's signal for its whole life; released when it ends.
     const child = this.#signal.child();
     try {
@@ -397,7 +403,14 @@ export class CommitThenAck {
       // What the consumer object already knew: no read at settle time.
       if (stream !== undefined && name !== undefined && maxDeliver !== undefined) this.#limits.learn(stream, name, maxDeliver);
       this.#runner.learnWindow(shortestWindowMs(ackWaitMs, backOffMs));
-      return { setup, release: child.release };
+      const releaseThread = await this.#runner.holdThread((err) => void callGuarded(settings.onError, err, Object.freeze({ during: "start" as const })));
+      return {
+        setup,
+        release: () => {
+          releaseThread();
+          child.release();
+        },
+      };
     } catch (err) {
       child.release();
       throw err;

@@ -4,7 +4,7 @@
  * and works while nothing else runs on the main thread, except the flush, which waits for the
  * server's answer.
  */
-import { HeartbeatThreadError } from "./heartbeat-thread-error.js";
+import { HeartbeatThreadError } from "../errors.js";
 import {
   addProgress,
   lastBeatAt,

@@ -179,6 +179,8 @@ function text(where: string, key: string, value: unknown, max: number, secret: b
  */
 export function checkHeartbeatThreadOption(value: unknown, where = "heartbeat.thread"): true | CheckedThreadConnection | undefined {
   if (value === undefined || value === true) return value;
+  // Checked before (a derived connection handed on per batch): frozen, nothing to read again.
+  if (CHECKED.has(value as object)) return value as CheckedThreadConnection;
   if (typeof value === "function") {
     throw new TypeError(`${where} cannot be a function: a function authenticator cannot cross a thread. Pass true (derive from the host's connection) or plain connection data: ${WHAT_TO_PASS}`);
   }
@@ -208,7 +210,7 @@ export function checkHeartbeatThreadOption(value: unknown, where = "heartbeat.th
     throw new TypeError(`${where}: creds and nkeySeed are two identities; pass one (a credentials file already holds its seed)`);
   }
   const tls = checkTls(where, o["tls"]);
-  return Object.freeze({
+  return remember({
     servers,
     ...(name !== undefined ? { name } : {}),
     ...(user !== undefined ? { user } : {}),
@@ -218,6 +220,15 @@ export function checkHeartbeatThreadOption(value: unknown, where = "heartbeat.th
     ...(nkeySeed !== undefined ? { nkeySeed } : {}),
     ...(tls !== undefined ? { tls } : {}),
   });
+}
+
+/** Connection data this module produced (frozen): passed again, it needs no second check. */
+const CHECKED = new WeakSet<object>();
+
+function remember(c: CheckedThreadConnection): CheckedThreadConnection {
+  const frozen = Object.freeze(c);
+  CHECKED.add(frozen);
+  return frozen;
 }
 
 function checkServers(where: string, value: unknown): readonly string[] {
@@ -336,6 +347,35 @@ export function resolveThreadConnection(option: unknown, nc: unknown, where = "h
     throw new TypeError(`${where}: true derives the thread's servers from the host's connection, and none was given: pass the connection, or connection data such as ${WHAT_TO_PASS}`);
   }
   return threadConnectionFrom(nc, where);
+}
+
+/** Derived connections by the host connection they came from (or why it cannot be copied). */
+const derived = new WeakMap<object, CheckedThreadConnection | TypeError>();
+
+/**
+ * The thread's connection for a checked option: connection data as it is; `true` derived from
+ * the first of `sources` that is an object (the host's connection, or the connection a message
+ * arrived on), once per source.
+ *
+ * @throws TypeError when `true` finds no source, or the source cannot be copied.
+ */
+export function threadConnectionFor(option: true | CheckedThreadConnection | undefined, sources: readonly unknown[], where: string): CheckedThreadConnection | undefined {
+  if (option !== true) return option;
+  const source = sources.find((x): x is object => typeof x === "object" && x !== null);
+  if (source === undefined) {
+    throw new TypeError(`${where}: true derives the thread's servers from the host's connection, and none was given: pass the connection, or connection data such as ${WHAT_TO_PASS}`);
+  }
+  let c = derived.get(source);
+  if (c === undefined) {
+    try {
+      c = threadConnectionFrom(source, where);
+    } catch (err) {
+      c = err instanceof TypeError ? err : new TypeError(`${where}: true cannot copy the host's connection`, { cause: err });
+    }
+    derived.set(source, c);
+  }
+  if (c instanceof TypeError) throw c;
+  return c;
 }
 
 /**

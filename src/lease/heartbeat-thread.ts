@@ -5,7 +5,7 @@
  * nothing has used it for a short grace, so back-to-back batches do not restart it.
  */
 import type { Worker } from "node:worker_threads";
-import { HeartbeatThreadError } from "./heartbeat-thread-error.js";
+import { HeartbeatThreadError } from "../errors.js";
 import { ThreadLease, type ThreadLink } from "./heartbeat-thread-lease.js";
 import { checkHeartbeatThreadOption, threadConnectionKey, type CheckedThreadConnection, type HeartbeatThreadConnection } from "./heartbeat-thread-options.js";
 import { CONTROL, createControl, createSlot, nowEpochMs, PROTOCOL_VERSION, wakeWorker, type ControlBlock, type FromWorker } from "./heartbeat-thread-protocol.js";
@@ -55,11 +55,19 @@ export interface ThreadLeaseOptions {
 
 interface Registry {
   readonly threads: Map<string, ThreadCore>;
+  /** Connections whose thread failed (a refused login): not started again for a while. */
+  readonly failures?: Map<string, { readonly at: number; readonly message: string }>;
 }
+
+/**
+ * How long a connection whose thread failed is not tried again: every batch would otherwise
+ * start a thread that fails the same way (a wrong password), costing a worker each time.
+ */
+export const FAILED_RETRY_MS = 10_000;
 
 // On globalThis: the ESM and CommonJS builds loaded side by side share one thread per connection.
 const REGISTRY_KEY = Symbol.for(`jetstream-inprogress.heartbeat-threads.v${PROTOCOL_VERSION}`);
-const registry: Registry = ((globalThis as Record<symbol, unknown>)[REGISTRY_KEY] as Registry | undefined) ?? { threads: new Map() };
+const registry: Registry = ((globalThis as Record<symbol, unknown>)[REGISTRY_KEY] as Registry | undefined) ?? { threads: new Map(), failures: new Map() };
 (globalThis as Record<symbol, unknown>)[REGISTRY_KEY] = registry;
 
 interface PendingFlush {
@@ -119,6 +127,7 @@ class ThreadCore implements ThreadLink {
       for (const w of this.#readyWaiters) w();
     } else if (m.type === "failed") {
       this.#failure = `the heartbeat thread's connection failed: ${m.message}`;
+      registry.failures?.set(this.key, { at: performance.now(), message: this.#failure });
       this.#forget();
       this.#failAll(new HeartbeatThreadError("closed", this.#failure));
     } else if (m.type === "flushed") {
@@ -288,6 +297,8 @@ export class HeartbeatThread {
    * A handle on the thread for `connection` (plain data; for `heartbeat: { thread: true }` derive
    * it first with `threadConnectionFrom(nc)`). Synchronous: the worker starts now and connects
    * in the background (see {@link HeartbeatThread.state} and {@link HeartbeatThread.ready}).
+   * A connection whose thread failed (a refused login) is not started again for 10 s: within
+   * that time this throws `HeartbeatThreadError` `closed`.
    *
    * @param options.idleCloseMs - how long the thread stays open unused (first acquirer's value; default 2000).
    */
@@ -296,6 +307,11 @@ export class HeartbeatThread {
     if (checked === undefined || checked === true) throw new TypeError("connection must be connection data ({ servers, ... }): derive it from the host's connection with threadConnectionFrom(nc)");
     const idleCloseMs = options.idleCloseMs === undefined ? DEFAULT_IDLE_CLOSE_MS : integer("options.idleCloseMs", options.idleCloseMs, 0, 600_000, DEFAULT_IDLE_CLOSE_MS);
     const key = threadConnectionKey(checked);
+    const failed = registry.failures?.get(key);
+    if (failed !== undefined) {
+      if (performance.now() - failed.at < FAILED_RETRY_MS) throw new HeartbeatThreadError("closed", `${failed.message} (not tried again for ${FAILED_RETRY_MS / 1000} s)`);
+      registry.failures?.delete(key);
+    }
     let core = registry.threads.get(key);
     if (core === undefined || core.gone) {
       core = new ThreadCore(key, checked, idleCloseMs);

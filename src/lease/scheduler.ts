@@ -49,6 +49,11 @@ export interface ScheduledTask {
    * scheduling needs no lookup. Start it as `undefined` and leave it to the scheduler.
    */
   schedulerEntry?: SchedulerEntry | undefined;
+  /**
+   * A watcher, not a sender: its tick does not pull other tasks forward by
+   * {@link COALESCE_MS} (it would move their beats, and with them their leases, earlier).
+   */
+  readonly passive?: boolean;
 }
 
 /** A task's place in a scheduler's heap. */
@@ -181,9 +186,19 @@ export class Scheduler {
       // Take every due task first, then run them: a task that reschedules itself "now" runs
       // on the next tick instead of spinning this loop.
       const due: Entry[] = [];
-      for (let first = this.#heap[0]; first && first.due <= now + COALESCE_MS; first = this.#heap[0]) {
+      // The coalescing window opens once a task that sends is due (a passive one alone runs alone).
+      let window = 0;
+      for (let first = this.#heap[0]; first && first.due <= now + window; first = this.#heap[0]) {
         this.cancel(first.task);
         due.push(first);
+        if (first.task.passive !== true) window = COALESCE_MS;
+      }
+      if (due.length === 0) {
+        // Fired a little early against the clock: run what falls in the window all the same.
+        for (let first = this.#heap[0]; first && first.due <= now + COALESCE_MS && first.task.passive !== true; first = this.#heap[0]) {
+          this.cancel(first.task);
+          due.push(first);
+        }
       }
       for (const entry of due) {
         try {

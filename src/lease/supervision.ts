@@ -7,7 +7,8 @@ import type { JsMsg } from "@nats-io/jetstream";
 import { errorName, HeartbeatLimitError, LeaseExpiredError } from "../errors.js";
 import type { VerifiedInProgressPolicy } from "../policy/in-progress-policy.js";
 import { windowFor, windowIsShared } from "../policy/redelivery-window.js";
-import { deliveryCount } from "../nats/message-access.js";
+import { batchConnectionClosed } from "../nats/connection-state.js";
+import { deliveryCount, isSettled } from "../nats/message-access.js";
 import { MetricNames } from "../telemetry/metric-names.js";
 import type { MetricsRecorder } from "../telemetry/metrics-recorder.js";
 import type { MetricsSink } from "../telemetry/metrics-sink.js";
@@ -16,7 +17,10 @@ import { sendConfirmedRound, sendRound, type ClosableConnection, type RequestCon
 import { publishLeaseEvent, wantsLeaseEvent } from "./lease-events.js";
 import { LeaseTracker } from "./lease-tracker.js";
 import { epochMs, isEpochMs } from "./received-at.js";
+import type { CheckedThreadConnection } from "./heartbeat-thread-options.js";
 import { COALESCE_MS, type Scheduler, type ScheduledTask, type SchedulerEntry } from "./scheduler.js";
+import { StallWatch, type StallWatcher } from "./stall-watch.js";
+import { ThreadBeats } from "./thread-beats.js";
 import type { Lease, WithInProgressOptions } from "./work-context.js";
 import type { SupervisionHandle, WorkRun } from "./work-run.js";
 
@@ -31,6 +35,8 @@ export interface SupervisionOptions {
   readonly confirm: { readonly connection: RequestConnection; readonly timeoutMs: number | undefined } | undefined;
   readonly connection: ClosableConnection | undefined;
   readonly requireProgress: boolean;
+  /** The heartbeat thread's connection: beats come from the thread (`undefined`: from the main thread). */
+  readonly thread: CheckedThreadConnection | undefined;
 }
 
 /** The heartbeat supervision of one batch: a task of the shared scheduler. */
@@ -57,6 +63,14 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
   #inFlight = 0;
   /** The clock reading taken when the batch was set up, for the first schedule. */
   readonly #createdAt: number;
+  /** The batch on the heartbeat thread, when it beats there. */
+  #thread: ThreadBeats | undefined;
+  /** Messages the work settled itself, known to the thread (thread mode only). */
+  #releasedOnThread: Uint8Array | undefined;
+  #lastThreadBeat = Number.NEGATIVE_INFINITY;
+  /** Settling: the books are closed, nothing is aborted any more (the work is over). */
+  #finishing = false;
+  readonly #stall: StallWatcher;
 
   constructor(
     msgs: readonly JsMsg[],
@@ -112,6 +126,7 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
     }
     // Every message is refreshed at least every intervalMs, counting from its delivery.
     this.#nextBeat = Math.max(nowMono, this.#tracker.oldestRefresh() + policy.intervalMs);
+    this.#stall = { windowMs: windowFor(policy, undefined), metrics, threaded: opts.thread !== undefined };
   }
 
   /** The batch lease, made on first use. */
@@ -135,13 +150,25 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
 
   start(): void {
     this.#metrics.gaugeAdd(MetricNames.CURRENT_IN_PROGRESS_BATCHES_ACTIVE, 1);
+    const now = this.#createdAt;
+    StallWatch.of(this.#scheduler).enter(this.#stall, now);
+    if (this.#opts.thread !== undefined) this.#startThread(now);
     // Set up moments ago, in the same call: its clock reading still stands.
-    this.#reschedule(this.#createdAt);
+    this.#reschedule(now);
   }
 
-  /** The work settled: no beat may leave after this. */
+  /**
+   * The work settled: no beat may leave after this. A deadline that passed while nothing could
+   * run (the work blocked the event loop) is a lost lease even though no tick saw it.
+   */
   finish(): void {
     if (this.#finished) return;
+    const now = this.#scheduler.clock.now();
+    StallWatch.of(this.#scheduler).leave(this.#stall, now);
+    this.#finishing = true;
+    if (this.#thread !== undefined && !this.#expired) this.#syncThread(now);
+    this.#thread?.stop();
+    if (!this.#expired && this.#inFlight === 0 && now > this.#tracker.deadline + this.#confirmGraceMs()) this.#expire(now, false);
     this.#finished = true;
     this.#beating = false;
     this.#scheduler.cancel(this);
@@ -149,14 +176,29 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
     this.#metrics.observe(MetricNames.IN_PROGRESS_HEARTBEATS_PER_BATCH, this.beats);
   }
 
+  /**
+   * After `finish`: resolves once every `+WPI` the heartbeat thread sent for this batch reached
+   * the server (bounded), so the final frame that follows cannot be overtaken by one on the
+   * thread's connection — a `+WPI` after a NAK with a delay would reset the delay. At once for
+   * main-thread beats (they share the frames' connection, in order).
+   */
+  quiet(): Promise<void> | undefined {
+    const thread = this.#thread;
+    if (thread === undefined) return undefined;
+    this.#thread = undefined;
+    return thread.quiet();
+  }
+
   /** No more beats (abort, limit, closed connection); the lease is still watched. */
   stopBeating(): void {
     this.#beating = false;
     this.#nextBeat = undefined;
+    this.#thread?.stop();
     this.#reschedule();
   }
 
   progress(): void {
+    this.#thread?.progress();
     this.#progressed = true;
     if (this.#waitingForProgress && this.#beating && !this.#finished) {
       this.#waitingForProgress = false;
@@ -168,6 +210,10 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
   run(now: number, due: number): void {
     if (this.#finished || this.#expired) return;
     this.#metrics.observe(MetricNames.IN_PROGRESS_TICK_LATENESS_SECONDS, Math.max(0, now - due) / 1000);
+    if (this.#thread !== undefined) {
+      this.#runThreaded(now);
+      return;
+    }
 
     if (now >= this.#tracker.deadline) {
       // A confirmed round sent before the deadline may still prove the lease; decide when it lands.
@@ -199,7 +245,7 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
     this.#nextBeat = now + this.#policy.intervalMs;
 
     if (confirm) {
-      const timeoutMs = confirm.timeoutMs ?? Math.min(MAX_CONFIRM_TIMEOUT_MS, Math.max(1, Math.floor(this.#policy.intervalMs / 2)));
+      const timeoutMs = confirm.timeoutMs ?? this.#confirmTimeoutMs();
       this.#inFlight += 1;
       void sendConfirmedRound(this.#msgs, confirm.connection, timeoutMs).then((result) => {
         this.#inFlight -= 1;
@@ -269,13 +315,15 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
     }));
     this.#beating = false;
     this.#nextBeat = undefined;
-    if (onLimit === "abort") this.#run.abort(new HeartbeatLimitError(this.#policy.maxHeartbeats), true);
+    if (onLimit === "abort" && !this.#finishing) this.#run.abort(new HeartbeatLimitError(this.#policy.maxHeartbeats), true);
   }
 
-  #expire(now: number): void {
+  /** The lease ran out. `abortWork`: the work still runs and is told (not when it already settled). */
+  #expire(now: number, abortWork = true): void {
     this.#expired = true;
     this.#beating = false;
     this.#nextBeat = undefined;
+    this.#thread?.stop();
     const overdueMs = now - this.#tracker.deadline;
     this.#metrics.count(MetricNames.IN_PROGRESS_LEASE_EXPIRED_TOTAL);
     this.#trace.leaseLost(overdueMs);
@@ -287,17 +335,137 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
     }));
     this.#scheduler.cancel(this);
     // The work goes on: it decides what a lost lease means (usually: do not commit).
-    this.#run.abort(new LeaseExpiredError(overdueMs), false);
+    if (abortWork) this.#run.abort(new LeaseExpiredError(overdueMs), false);
+  }
+
+  // --- beats from the heartbeat thread -------------------------------------------------------
+
+  /** Hands the batch to the heartbeat thread; a thread that cannot take it leaves it to this one. */
+  #startThread(now: number): void {
+    const confirm = this.#opts.confirm;
+    const started = ThreadBeats.start(this.#msgs, this.#opts.thread!, {
+      intervalMs: this.#policy.intervalMs,
+      maxHeartbeats: this.#policy.maxHeartbeats,
+      firstDueInMs: (this.#nextBeat ?? now) - now,
+      requireProgress: this.#opts.requireProgress,
+      confirmTimeoutMs: confirm === undefined ? undefined : (confirm.timeoutMs ?? this.#confirmTimeoutMs()),
+    });
+    if (started instanceof ThreadBeats) {
+      this.#thread = started;
+      this.#releasedOnThread = new Uint8Array(this.#msgs.length);
+      return;
+    }
+    // Beats come from this thread instead: counted as a failure so the fallback is seen.
+    this.#metrics.count(MetricNames.IN_PROGRESS_FAILURES_TOTAL);
+    publishLeaseEvent("heartbeatFailed", () => ({
+      batchId: this.#batchId,
+      batchSize: this.#msgs.length,
+      beat: 0,
+      failedMessages: this.#msgs.length,
+      errorName: errorName(started),
+      final: false,
+    }));
+  }
+
+  /** A main-thread tick in thread mode: read what the thread did, watch the deadline. */
+  #runThreaded(now: number): void {
+    this.#syncThread(now);
+    if (this.#finished || this.#expired) return;
+    const deadline = this.#tracker.deadline + this.#confirmGraceMs();
+    if (now >= deadline) {
+      this.#expire(now);
+      return;
+    }
+    // Look again one interval on (the thread's next round), or at the deadline.
+    const next = this.#beating ? Math.min(deadline, now + this.#policy.intervalMs) : deadline;
+    if (next === Number.POSITIVE_INFINITY) this.#unwatch();
+    else this.#scheduler.schedule(this, next, now);
+  }
+
+  /** Every message was settled by the work: no lease left to keep or to lose, no timer. */
+  #unwatch(): void {
+    this.#scheduler.cancel(this);
+    StallWatch.of(this.#scheduler).leave(this.#stall, this.#scheduler.clock.now());
+  }
+
+  /** Brings the books up to what the thread did: counts, events, the lease, settled messages, the limit. */
+  #syncThread(now: number): void {
+    const thread = this.#thread;
+    if (thread === undefined) return;
+    const r = thread.read();
+    const confirmed = this.#opts.confirm !== undefined;
+    const first = this.beats;
+    this.beats = r.beats;
+    if (r.successes > 0) {
+      this.#metrics.count(MetricNames.IN_PROGRESS_ATTEMPTS_TOTAL, r.successes);
+      this.#metrics.count(MetricNames.IN_PROGRESS_SUCCESSES_TOTAL, r.successes);
+      for (let k = 1; k <= r.successes; k++) {
+        const beat = Math.min(r.beats, first + k);
+        this.#trace.heartbeat(beat, 0);
+        if (wantsLeaseEvent("heartbeatSent")) publishLeaseEvent("heartbeatSent", () => ({ batchId: this.#batchId, batchSize: this.#msgs.length, beat, durationMs: 0, latenessMs: 0, confirmed }));
+      }
+    }
+    if (r.failures > 0) {
+      this.#metrics.count(MetricNames.IN_PROGRESS_ATTEMPTS_TOTAL, r.failures);
+      this.#metrics.count(MetricNames.IN_PROGRESS_FAILURES_TOTAL, r.failures);
+      this.#trace.heartbeat(r.beats, this.#msgs.length);
+      const errorName = thread.connected ? "TimeoutError" : "DisconnectedError";
+      publishLeaseEvent("heartbeatFailed", () => ({ batchId: this.#batchId, batchSize: this.#msgs.length, beat: r.beats, failedMessages: this.#msgs.length, errorName, final: false }));
+    }
+    if (r.lastBeatAgoMs !== undefined) {
+      const at = now - r.lastBeatAgoMs;
+      if (at > this.#lastThreadBeat) {
+        this.#lastThreadBeat = at;
+        this.#tracker.refreshAll(at);
+      }
+    }
+    // Messages the work settled itself need no beat (the thread cannot see a settle).
+    const released = this.#releasedOnThread!;
+    let any = false;
+    for (let i = 0; i < this.#msgs.length; i++) {
+      if (released[i] === 0 && isSettled(this.#msgs[i]!)) {
+        released[i] = 1;
+        thread.release(i);
+        this.#tracker.release(i);
+        any = true;
+      }
+    }
+    if (any) {
+      this.#tracker.settle();
+      if (this.#tracker.deadline === Number.POSITIVE_INFINITY && this.#beating) this.stopBeating();
+    }
+    if (r.limit && this.#beating) this.#limitReached();
+    if (this.#beating && batchConnectionClosed(this.#msgs, this.#opts.connection)) this.stopBeating();
+  }
+
+  /** Confirmed beats: how long a round's replies may take, the wait before a deadline counts as passed. */
+  #confirmGraceMs(): number {
+    const confirm = this.#opts.confirm;
+    if (this.#thread === undefined || confirm === undefined) return 0;
+    return confirm.timeoutMs ?? this.#confirmTimeoutMs();
+  }
+
+  #confirmTimeoutMs(): number {
+    return Math.min(MAX_CONFIRM_TIMEOUT_MS, Math.max(1, Math.floor(this.#policy.intervalMs / 2)));
   }
 
   #reschedule(now?: number): void {
     if (this.#finished || this.#expired) return;
+    if (this.#thread !== undefined) {
+      // Thread mode: the next look is at the thread's next round, or the deadline.
+      const t = now ?? this.#scheduler.clock.now();
+      const deadline = this.#tracker.deadline + this.#confirmGraceMs();
+      const next = this.#beating ? Math.min(deadline, Math.max(t, (this.#nextBeat ?? t) + COALESCE_MS)) : deadline;
+      if (next === Number.POSITIVE_INFINITY) this.#unwatch();
+      else this.#scheduler.schedule(this, next, now);
+      return;
+    }
     const lease = this.#tracker.deadline;
     let due = this.#nextBeat !== undefined && this.#beating ? Math.min(this.#nextBeat, lease) : lease;
     // While a confirmed round is in flight past the deadline, its reply decides; look again shortly.
     if (this.#inFlight > 0 && due <= this.#scheduler.clock.now()) due = this.#scheduler.clock.now() + 10;
     // Nothing left to watch (every message settled by the work, no beat due): no timer.
-    if (due === Number.POSITIVE_INFINITY) this.#scheduler.cancel(this);
+    if (due === Number.POSITIVE_INFINITY) this.#unwatch();
     else this.#scheduler.schedule(this, due, now);
   }
 }

@@ -7,6 +7,8 @@ import { InProgressPolicyError } from "../errors.js";
 import { DEFAULT_IN_PROGRESS_POLICY, type DisabledInProgressPolicy, type VerifiedInProgressPolicy } from "../policy/in-progress-policy.js";
 import { readOptionKeys } from "../policy/option-keys.js";
 import { isVerifiedPolicy } from "../policy/verified-policies.js";
+import { deliveringConnection } from "../nats/connection-state.js";
+import { checkHeartbeatThreadOption, threadConnectionFor } from "./heartbeat-thread-options.js";
 import { nextBatchId } from "../telemetry/diagnostics.js";
 import { MetricsRecorder, checkMetricsOption } from "../telemetry/metrics-recorder.js";
 import { TraceRecorder } from "../telemetry/tracing.js";
@@ -109,6 +111,10 @@ export async function superviseWork<T>(
     supervision?.finish();
     run.close();
     if (onOuterAbort !== undefined) outer?.removeEventListener("abort", onOuterAbort);
+    // Beats from the heartbeat thread: every +WPI it sent has reached the server before the
+    // caller sends a final frame (bounded; never throws).
+    const quiet = supervision?.quiet();
+    if (quiet !== undefined) await quiet;
   }
 }
 
@@ -124,9 +130,12 @@ function readArguments(
   try {
     const list = toList(msgs);
     const verified = readPolicy(policy);
-    const opts = readOptions(options);
+    const { thread, ...rest } = readOptions(options);
     const enabled = verified?.enabled === true && list.length > 0;
     if (enabled) assertMessages(list);
+    // Heartbeats off: no beat to send, from any thread.
+    const sources = thread === true ? [rest.connection, rest.confirm?.connection, deliveringConnection(list[0])] : [];
+    const opts: SupervisionOptions = { ...rest, thread: enabled ? threadConnectionFor(thread, sources, "options.thread") : undefined };
     return { list, verified, opts, enabled };
   } catch (err) {
     if (err instanceof TypeError || err instanceof InProgressPolicyError) throw err;
@@ -134,9 +143,9 @@ function readArguments(
   }
 }
 
-const OPTION_KEYS = ["signal", "metrics", "receivedAt", "onLimit", "confirm", "connection", "requireProgress"] as const;
+const OPTION_KEYS = ["signal", "metrics", "receivedAt", "onLimit", "confirm", "connection", "requireProgress", "thread"] as const;
 
-function readOptions(options: unknown): SupervisionOptions {
+function readOptions(options: unknown): Omit<SupervisionOptions, "thread"> & { thread: ReturnType<typeof checkHeartbeatThreadOption> } {
   const o = readOptionKeys("withInProgress options", options, OPTION_KEYS, "withInProgress") as WithInProgressOptions;
   const signal = o.signal;
   if (signal !== undefined && !(signal instanceof AbortSignal)) {
@@ -167,7 +176,8 @@ function readOptions(options: unknown): SupervisionOptions {
   checkMetricsOption(o.metrics, "options.metrics");
   const requireProgress = o.requireProgress ?? false;
   if (typeof requireProgress !== "boolean") throw new TypeError("options.requireProgress must be a boolean");
-  return { signal, metrics: o.metrics, receivedAt, onLimit, confirm, connection, requireProgress };
+  const thread = checkHeartbeatThreadOption(o.thread, "options.thread");
+  return { signal, metrics: o.metrics, receivedAt, onLimit, confirm, connection, requireProgress, thread };
 }
 
 function readPolicy(policy: unknown): VerifiedInProgressPolicy | undefined {

@@ -5,6 +5,7 @@
 import type { JsMsg } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { MetricsSink } from "../telemetry/metrics-sink.js";
+import type { HeartbeatThreadOption } from "./heartbeat-thread-options.js";
 
 /**
  * The batch's redelivery deadline, as the library knows it: the last accepted heartbeat (or
@@ -107,5 +108,25 @@ export interface WithInProgressOptions {
   readonly connection?: Pick<NatsConnection, "isClosed">;
   /** Send a beat only if the work called `ctx.progress()` since the previous one (stuck is not slow). */
   readonly requireProgress?: boolean;
+  /**
+   * Send the beats from the heartbeat thread: a worker thread with its own NATS connection,
+   * driven through shared memory, so they go on while this thread's event loop is blocked (a
+   * synchronous driver, a CPU-bound transform, a long GC pause). Still bounded by
+   * `maxHeartbeats`, still only while the work runs; the call resolves only once every beat the
+   * thread sent reached the server, so a NAK with a delay sent next cannot be overtaken.
+   *
+   * `true` copies the servers, name and user/password or token of `connection` (else of the
+   * connection the messages arrived on); a connection that authenticates through a function
+   * (credentials, nkey) is refused with a `TypeError` — pass its plain data instead:
+   * `{ servers, creds: readFileSync(file, "utf8") }`. One thread per process and connection,
+   * shared, closed when unused; about 20 MB of memory. Messages the work settles itself are
+   * noticed between rounds, so settle them after the call returns.
+   *
+   * @example
+   * ```ts
+   * await withInProgress(msgs, () => db.transaction(() => insertAll(msgs))(), policy, { thread: true, connection: nc });
+   * ```
+   */
+  readonly thread?: HeartbeatThreadOption;
 }
 

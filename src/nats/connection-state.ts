@@ -67,6 +67,19 @@ export function batchConnectionClosed(msgs: readonly JsMsg[], connection: { isCl
   return first !== undefined && connectionClosed(first) === true;
 }
 
+/**
+ * The client layer that delivered `m` (its protocol handler: the connection's options, server
+ * info and state), for deriving the heartbeat thread's connection; `undefined` when unreadable.
+ */
+export function deliveringConnection(m: JsMsg | undefined): object | undefined {
+  try {
+    const p = (m as unknown as { msg?: { publisher?: unknown } } | undefined)?.msg?.publisher;
+    return typeof p === "object" && p !== null ? p : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Something that can send a request (the part of a connection a confirmed ACK retry needs). */
 export interface Requester {
   request(subject: string, payload?: string | Uint8Array, options?: { timeout?: number }): Promise<unknown>;

@@ -31,6 +31,8 @@ export const DiagnosticsChannels = {
   BATCH_SETTLED: "jetstream-inprogress:batch:settled",
   /** A message failed on its last allowed delivery and no dead-letter copy holds it ({@link MessageExhaustedEvent}). */
   MESSAGE_EXHAUSTED: "jetstream-inprogress:message:exhausted",
+  /** The event loop was blocked while batches were under supervision ({@link EventLoopStallEvent}). */
+  EVENT_LOOP_STALL: "jetstream-inprogress:event-loop:stall",
 } as const;
 
 /**

@@ -8,6 +8,7 @@ import { expect } from "vitest";
 import {
   DiagnosticsChannels,
   type BatchSettledEvent,
+  type EventLoopStallEvent,
   type HeartbeatFailedEvent,
   type HeartbeatLimitEvent,
   type HeartbeatSentEvent,
@@ -68,6 +69,11 @@ const messageExhausted: EventSpec<MessageExhaustedEvent> = {
   optional: [],
 };
 
+const eventLoopStall: EventSpec<EventLoopStallEvent> = {
+  shape: { durationMs: "number", thresholdMs: "number", batchesInFlight: "number", threadedBatches: "number" },
+  optional: [],
+};
+
 /** The spec of each channel, keyed by channel name. */
 export const EVENT_SPECS = {
   [DiagnosticsChannels.HEARTBEAT_SENT]: heartbeatSent,
@@ -76,6 +82,7 @@ export const EVENT_SPECS = {
   [DiagnosticsChannels.LEASE_EXPIRED]: leaseExpired,
   [DiagnosticsChannels.BATCH_SETTLED]: batchSettled,
   [DiagnosticsChannels.MESSAGE_EXHAUSTED]: messageExhausted,
+  [DiagnosticsChannels.EVENT_LOOP_STALL]: eventLoopStall,
 } as const;
 
 export type ChannelName = (typeof DiagnosticsChannels)[keyof typeof DiagnosticsChannels];
@@ -87,6 +94,7 @@ interface PayloadOf {
   [DiagnosticsChannels.LEASE_EXPIRED]: LeaseExpiredEvent;
   [DiagnosticsChannels.BATCH_SETTLED]: BatchSettledEvent;
   [DiagnosticsChannels.MESSAGE_EXHAUSTED]: MessageExhaustedEvent;
+  [DiagnosticsChannels.EVENT_LOOP_STALL]: EventLoopStallEvent;
 }
 
 /** Every field name any event may carry. */

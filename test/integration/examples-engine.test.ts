@@ -26,6 +26,17 @@ describe("engine examples run against a real server", () => {
     expect(stdout).toContain("deliveries: 1, redelivered: 0, acked up to: 1");
   });
 
+  it("sqlite-sink: synchronous imports longer than AckWait keep their leases through the heartbeat thread", async () => {
+    const { stdout } = await run(tsx, [join(root, "examples", "sqlite-sink.ts")], { cwd: root, env: { ...process.env, NATS_URL: srv.url }, timeout: 120_000 });
+    expect(stdout).toContain("imports committed: 3, rows: 4500000");
+    // Each import blocked the event loop past the 1 s AckWait...
+    expect(Number(/longest commit: (\d+) ms/.exec(stdout)?.[1])).toBeGreaterThan(1000);
+    expect(Number(/event-loop stalls: (\d+)/.exec(stdout)?.[1])).toBeGreaterThanOrEqual(1);
+    // ...and none was delivered twice.
+    expect(stdout).toContain("leases lost: 0,");
+    expect(stdout).toContain("extra deliveries: 0, acked up to: 3");
+  });
+
   it("commit-then-ack writes, retries, dead-letters and stops", async () => {
     const { stdout } = await run(tsx, [join(root, "examples", "commit-then-ack.ts")], { cwd: root, env: { ...process.env, NATS_URL: srv.url }, timeout: 60_000 });
     // "busy" failed once and was tried again in place: written in its turn, no redelivery.

@@ -4,7 +4,8 @@
  * - `cut()` closes every proxied connection and refuses new ones until `restore()` (the client
  *   sees the drop at once and reconnects through the proxy afterwards);
  * - `blackhole()` keeps the connections open but forwards nothing in either direction (a
- *   silent partition: the client notices nothing until its own ping timeout).
+ *   silent partition: the client notices nothing until its own ping timeout);
+ * - `latencyMs` (at start) holds what the client sends for that long, in order (a slow link).
  */
 import { createServer, connect, type Server, type Socket } from "node:net";
 
@@ -14,21 +15,23 @@ export class TcpProxy implements AsyncDisposable {
   readonly #server: Server;
   readonly #pairs = new Set<{ client: Socket; upstream: Socket }>();
   #mode: Mode = "open";
+  readonly #latencyMs: number;
   /** Connections accepted and forwarded so far (a reconnect adds one). */
   accepted = 0;
 
-  private constructor(server: Server) {
+  private constructor(server: Server, latencyMs: number) {
     this.#server = server;
+    this.#latencyMs = latencyMs;
   }
 
   /** Listens on a free loopback port and forwards to `127.0.0.1:targetPort`. */
-  static async start(targetPort: number): Promise<TcpProxy> {
+  static async start(targetPort: number, options: { readonly latencyMs?: number } = {}): Promise<TcpProxy> {
     const holder: { proxy?: TcpProxy } = {};
     const server = createServer((client) => {
       if (holder.proxy) holder.proxy.#accept(client, targetPort);
       else client.destroy();
     });
-    const proxy = new TcpProxy(server);
+    const proxy = new TcpProxy(server, options.latencyMs ?? 0);
     holder.proxy = proxy;
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
@@ -66,8 +69,19 @@ export class TcpProxy implements AsyncDisposable {
     };
     client.on("error", end).on("close", end);
     upstream.on("error", end).on("close", end);
+    let lastAt = 0;
     client.on("data", (chunk: Buffer) => {
-      if (this.#mode === "open") upstream.write(chunk);
+      if (this.#mode !== "open") return;
+      if (this.#latencyMs <= 0) {
+        upstream.write(chunk);
+        return;
+      }
+      // Each chunk leaves latencyMs after it came, never before the one before it.
+      const at = Math.max(performance.now() + this.#latencyMs, lastAt);
+      lastAt = at;
+      setTimeout(() => {
+        if (this.#mode === "open" && !upstream.destroyed) upstream.write(chunk);
+      }, at - performance.now());
     });
     upstream.on("data", (chunk: Buffer) => {
       if (this.#mode === "open") client.write(chunk);

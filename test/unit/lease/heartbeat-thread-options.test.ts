@@ -11,6 +11,8 @@ import {
   threadConnectionFrom,
   threadConnectionKey,
 } from "../../../src/lease/heartbeat-thread-options.js";
+import { CommitThenAck, verifyInProgressPolicy, withInProgress } from "../../../src/index.js";
+import { fakeMsg } from "../../helpers/fakes.js";
 
 const SEED = new TextDecoder().decode(nkeys.createUser().getSeed());
 const SECRET = "hunter2-do-not-print-me";
@@ -152,5 +154,37 @@ describe("threadConnectionKey", () => {
     const c = checkHeartbeatThreadOption({ servers: ["n2:4222", "n1:4222"], token: "u" }) as never;
     expect(threadConnectionKey(a)).toBe(threadConnectionKey(b));
     expect(threadConnectionKey(a)).not.toBe(threadConnectionKey(c));
+  });
+});
+
+describe("the thread option where users write it", () => {
+  const verified = verifyInProgressPolicy({ enabled: true, intervalMs: 500 }, { ackWaitMs: 2000, source: "configured" });
+
+  it("CommitThenAck: a bad heartbeat.thread is a TypeError at construction naming the field and the fix", () => {
+    expect(message(() => new CommitThenAck({ inProgress: verified, heartbeat: { thread: () => ({}) } as never }))).toMatch(/^options\.heartbeat\.thread cannot be a function: a function authenticator cannot cross a thread\. Pass true/);
+    expect(message(() => new CommitThenAck({ inProgress: verified, heartbeat: { thread: { servers: "n1:4222", authenticator: () => ({}) } } as never }))).toMatch(/^options\.heartbeat\.thread\.authenticator: a function authenticator cannot cross a thread/);
+    expect(message(() => new CommitThenAck({ inProgress: verified, heartbeat: { thred: true } as never }))).toMatch(/options\.heartbeat.*thred.*thread/s);
+    expect(message(() => new CommitThenAck({ inProgress: verified, heartbeat: { thread: { servers: "n1:4222", pass: SECRET } } }))).toMatch(/options\.heartbeat\.thread\.pass needs options\.heartbeat\.thread\.user/);
+  });
+
+  it("CommitThenAck: true with a connection that authenticates through a function is refused at construction", () => {
+    const connection = hostConnection({ authenticator: nkeyAuthenticator(new TextEncoder().encode(SEED)) }) as never;
+    const m = message(() => new CommitThenAck({ inProgress: verified, heartbeat: { thread: true }, connection }));
+    expect(m).toMatch(/^options\.heartbeat\.thread: true cannot copy the host's connection: it authenticates through a function/);
+    expect(m).not.toContain(SEED);
+    // Heartbeats off: no beat to send from any thread, nothing to copy.
+    expect(() => new CommitThenAck({ heartbeat: { thread: true }, connection })).not.toThrow();
+  });
+
+  it("withInProgress: a bad thread rejects before the work starts, naming options.thread", async () => {
+    let ran = false;
+    const work = (): void => void (ran = true);
+    await expect(withInProgress(fakeMsg(), work, verified, { thread: { servers: [] } as never })).rejects.toThrow(/^options\.thread\.servers is empty/);
+    await expect(withInProgress(fakeMsg(), work, verified, { thread: "nats://n1:4222" as never })).rejects.toThrow(/^options\.thread must be true or connection data/);
+    // true with nothing to copy (a fake message has no connection): what to pass instead.
+    await expect(withInProgress(fakeMsg(), work, verified, { thread: true })).rejects.toThrow(/^options\.thread: true cannot copy the host's connection/);
+    expect(ran).toBe(false);
+    // Heartbeats off: the option is checked, and nothing else happens.
+    await expect(withInProgress(fakeMsg(), () => "done", { enabled: false }, { thread: true })).resolves.toBe("done");
   });
 });

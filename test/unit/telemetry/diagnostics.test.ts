@@ -18,7 +18,9 @@ import {
 import { errorName } from "../../../src/errors.js";
 import { publishEvent } from "../../../src/telemetry/diagnostics.js";
 import { EVENT_SPECS, EventLog, expectShape, type ChannelName } from "../../helpers/diagnostics.js";
-import { fakeMsg } from "../../helpers/fakes.js";
+import { ManualClock, fakeMsg } from "../../helpers/fakes.js";
+import { Scheduler } from "../../../src/lease/scheduler.js";
+import { superviseWork } from "../../../src/lease/with-in-progress.js";
 
 const root = join(import.meta.dirname, "..", "..", "..");
 const CHANNELS = Object.values(DiagnosticsChannels);
@@ -41,7 +43,7 @@ function totalCalls(spies: Map<ChannelName, MockInstance>): number {
 
 /**
  * Every event kind through the public API with fake messages: beats, a failed beat, the
- * limit, a lease expiry (withInProgress), and settled batches (CommitThenAck).
+ * limit, a lease expiry (withInProgress), settled batches (CommitThenAck), and a stall.
  */
 async function runEveryEvent(): Promise<void> {
   const m = fakeMsg();
@@ -66,6 +68,10 @@ async function runEveryEvent(): Promise<void> {
   await new CommitThenAck({ maxDeliver: 1 }).process([fakeMsg()], () => {
     throw new TemporarySinkError();
   });
+
+  // A work that blocks the event loop for 1.5 s (three quarters of AckWait): a stall.
+  const clock = new ManualClock();
+  await superviseWork(fakeMsg(), () => clock.block(1500), policy(), {}, new Scheduler(clock));
 }
 
 describe("diagnostics events without a subscriber", () => {
@@ -194,7 +200,7 @@ describe("docs/diagnostics.md", () => {
   });
 
   it("names no channel the code does not have", () => {
-    const named = new Set([...doc.matchAll(/`(jetstream-inprogress:[a-z:]+)`/g)].map((m) => m[1]));
+    const named = new Set([...doc.matchAll(/`(jetstream-inprogress:[a-z:-]+)`/g)].map((m) => m[1]));
     expect([...named].sort()).toEqual([...CHANNELS].sort());
   });
 });

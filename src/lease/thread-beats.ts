@@ -1,0 +1,140 @@
+/**
+ * A supervised batch whose beats come from the heartbeat thread. The main thread keeps the
+ * lease's books (metrics, events, the deadline, the limit) from what the thread wrote into
+ * shared memory, whenever it runs; while it is blocked the thread goes on beating.
+ */
+import type { JsMsg } from "@nats-io/jetstream";
+import { HeartbeatThreadError } from "../errors.js";
+import { replySubject } from "../nats/message-access.js";
+import { HeartbeatThread } from "./heartbeat-thread.js";
+import type { ThreadLease } from "./heartbeat-thread-lease.js";
+import type { CheckedThreadConnection } from "./heartbeat-thread-options.js";
+import { nowEpochMs } from "./heartbeat-thread-protocol.js";
+
+/** How long the flush before a final frame may take at most (the thread's connection is slow or down). */
+const MAX_QUIET_MS = 2000;
+
+/** What the thread did since the last reading. */
+export interface ThreadReading {
+  /** Rounds accepted since the last reading (handed to the thread's connection, or confirmed). */
+  readonly successes: number;
+  /** Rounds that failed since the last reading (connection down, or not confirmed). */
+  readonly failures: number;
+  /** Rounds sent in all (they count against `maxHeartbeats`). */
+  readonly beats: number;
+  /** How long ago (ms) the last accepted round left, `undefined` before the first. */
+  readonly lastBeatAgoMs: number | undefined;
+  /** The thread sent `maxHeartbeats` rounds. */
+  readonly limit: boolean;
+}
+
+/** One batch on the heartbeat thread, seen from the main thread. */
+export class ThreadBeats {
+  readonly #handle: HeartbeatThread;
+  readonly #lease: ThreadLease;
+  readonly #confirm: boolean;
+  readonly #intervalMs: number;
+  #seenBeats = 0;
+  #seenFailures = 0;
+  #seenConfirmed = 0;
+  #released = false;
+
+  private constructor(handle: HeartbeatThread, lease: ThreadLease, confirm: boolean, intervalMs: number) {
+    this.#handle = handle;
+    this.#lease = lease;
+    this.#confirm = confirm;
+    this.#intervalMs = intervalMs;
+  }
+
+  /**
+   * Puts `msgs` on the thread, first round `firstDueInMs` from now. Returns the error instead
+   * when the thread cannot take them (it failed, or a message has no reply subject): the
+   * caller then beats from the main thread.
+   */
+  static start(
+    msgs: readonly JsMsg[],
+    connection: CheckedThreadConnection,
+    o: { readonly intervalMs: number; readonly maxHeartbeats: number; readonly firstDueInMs: number; readonly requireProgress: boolean; readonly confirmTimeoutMs: number | undefined },
+  ): ThreadBeats | HeartbeatThreadError {
+    const replies: string[] = [];
+    for (const m of msgs) {
+      const r = replySubject(m);
+      if (r === undefined) return new HeartbeatThreadError("closed", "a message has no reply subject: the heartbeat thread cannot beat it");
+      replies.push(r);
+    }
+    let handle: HeartbeatThread | undefined;
+    try {
+      handle = HeartbeatThread.acquire(connection);
+      const lease = handle.register(replies, {
+        intervalMs: o.intervalMs,
+        maxHeartbeats: o.maxHeartbeats,
+        firstDueAt: nowEpochMs() + Math.max(0, o.firstDueInMs),
+        requireProgress: o.requireProgress,
+        ...(o.confirmTimeoutMs !== undefined ? { confirm: { timeoutMs: o.confirmTimeoutMs } } : {}),
+      });
+      return new ThreadBeats(handle, lease, o.confirmTimeoutMs !== undefined, o.intervalMs);
+    } catch (err) {
+      handle?.release();
+      return err instanceof HeartbeatThreadError ? err : new HeartbeatThreadError("closed", "the heartbeat thread could not take the batch", { cause: err });
+    }
+  }
+
+  /** Whether the thread's connection is up now. */
+  get connected(): boolean {
+    return this.#handle.state === "connected";
+  }
+
+  /** What the thread did since the last call. */
+  read(): ThreadReading {
+    const lease = this.#lease;
+    const beats = lease.beats;
+    const failures = lease.failures;
+    const confirmed = this.#confirm ? lease.confirmed : beats;
+    const successes = confirmed - this.#seenConfirmed;
+    const failed = failures - this.#seenFailures;
+    this.#seenBeats = beats;
+    this.#seenFailures = failures;
+    this.#seenConfirmed = confirmed;
+    const last = lease.lastBeatAt;
+    return {
+      successes: Math.max(0, successes),
+      failures: Math.max(0, failed),
+      beats: this.#seenBeats,
+      lastBeatAgoMs: last === undefined ? undefined : Math.max(0, nowEpochMs() - last),
+      limit: lease.state === "limit",
+    };
+  }
+
+  /** One sign of progress, for `requireProgress`. */
+  progress(): void {
+    this.#lease.progress();
+  }
+
+  /** Delivery `i` was settled by the work: no more beats for it. */
+  release(i: number): void {
+    this.#lease.release(i);
+  }
+
+  /** No more beats; when it returns, the thread publishes nothing more for the batch. */
+  stop(): void {
+    this.#lease.stop();
+  }
+
+  /**
+   * Stops the beats and waits until every `+WPI` the thread sent reached the server, so a final
+   * frame the host sends next (a NAK with a delay) cannot be overtaken by one; then gives the
+   * thread back. Bounded; never throws. A connection that is down has dropped what it held.
+   */
+  async quiet(): Promise<void> {
+    if (this.#released) return;
+    this.#released = true;
+    try {
+      if (this.#lease.beats > 0 && this.connected) await this.#lease.stopAndFlush(Math.min(MAX_QUIET_MS, Math.max(100, this.#intervalMs)));
+      else this.#lease.stop();
+    } catch {
+      // Not answered in time: the thread's connection is slow or gone; nothing more leaves.
+    } finally {
+      this.#handle.release();
+    }
+  }
+}

@@ -1,0 +1,190 @@
+/**
+ * The heartbeat thread under CommitThenAck: the beats leave from the thread's own connection,
+ * no `+WPI` follows a final frame of the same delivery (a NAK with a delay included: the loop
+ * waits until the thread's beats reached the server before it sends one), a thread that cannot
+ * connect leaves the beats to the main thread, and a finished host exits by itself.
+ */
+import { execFile } from "node:child_process";
+import diagnostics from "node:diagnostics_channel";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { jetstream } from "@nats-io/jetstream";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  CommitThenAck,
+  DiagnosticsChannels,
+  InMemoryMetrics,
+  MetricNames,
+  PermanentSinkError,
+  TemporarySinkError,
+  type BatchResult,
+  type HeartbeatFailedEvent,
+} from "../../src/index.js";
+import { AckSpy } from "../helpers/ack-spy.js";
+import { createFixture, eventually, publish } from "../helpers/jetstream.js";
+import { freePort, startServer, type NatsServer } from "../helpers/nats-server.js";
+import { TcpProxy } from "../reliability/tcp-proxy.js";
+
+const run = promisify(execFile);
+const root = join(import.meta.dirname, "..", "..");
+
+let srv: NatsServer;
+let monitor: number;
+
+beforeAll(async () => {
+  monitor = await freePort();
+  srv = await startServer({ args: ["-m", String(monitor)] });
+});
+
+afterAll(async () => {
+  await srv.dispose();
+});
+
+/** The server's view of its client connections: what each one sent (its in_msgs). */
+async function connz(): Promise<Array<{ name: string; in_msgs: number }>> {
+  const res = await fetch(`http://127.0.0.1:${monitor}/connz?limit=1000`);
+  const body = (await res.json()) as { connections?: Array<{ name?: string; in_msgs?: number }> };
+  return (body.connections ?? []).map((c) => ({ name: c.name ?? "", in_msgs: c.in_msgs ?? 0 }));
+}
+
+describe("the heartbeat thread under CommitThenAck", () => {
+  it("frame order: beats every 100 ms from the thread over a slow link, and none follows an ACK, a Term or a delayed NAK of its delivery", async () => {
+    const nc = await srv.connect();
+    const name = `order-${process.pid}`;
+    const worker = await srv.connect({ name });
+    // The thread's link is 40 ms slower than the worker's: a +WPI sent just before a NAK would
+    // reach the server after it, unless the loop waits for the thread's beats to arrive first.
+    await using slow = await TcpProxy.start(srv.port, { latencyMs: 40 });
+    const f = await createFixture(nc, { ackWaitMs: 1000, maxDeliver: 2 });
+    const seqs = await publish(f, 36);
+    const spy = await AckSpy.start(nc, f.stream);
+    const metrics = new InMemoryMetrics();
+    const NAK_DELAY_MS = 1500;
+    const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, {
+      inProgress: { enabled: true, intervalMs: 100, maxHeartbeats: 100 },
+      heartbeat: { thread: { servers: slow.url, name: `${name}:heartbeats` } },
+      onTemporaryFailure: { action: "nak", delayMs: NAK_DELAY_MS, retryInPlace: false },
+      connection: worker,
+      metrics,
+    });
+    const startedAt = new Map<string, number>();
+    const results: BatchResult[] = [];
+    const stop = new AbortController();
+    const running = ack.run(
+      await jetstream(worker).consumers.get(f.stream, f.consumer),
+      async (msgs) => {
+        const m = msgs[0]!;
+        startedAt.set(`${m.seq}/${m.info.deliveryCount}`, performance.now());
+        // 300–900 ms: three to nine beats each.
+        await new Promise((r) => setTimeout(r, 300 + ((m.seq * 137) % 600)));
+        // First deliveries: a third fail temporarily (NAK with a delay), a sixth permanently (Term).
+        if (m.info.deliveryCount === 1 && m.seq % 3 === 0) throw new TemporarySinkError("busy");
+        if (m.seq % 6 === 1) throw new PermanentSinkError("poison");
+      },
+      { batchSize: 1, concurrency: 6, signal: stop.signal, onBatch: (r) => void results.push(r) },
+    );
+    try {
+      const naked = seqs.filter((s) => s % 3 === 0).length;
+      await eventually(() => results.length === seqs.length + naked, "every delivery settled", 60_000);
+      // The thread's connection sent the beats; the worker's did not.
+      const conns = await connz();
+      const threadConn = conns.find((c) => c.name === `${name}:heartbeats`);
+      const workerConn = conns.find((c) => c.name === name);
+      const wpi = spy.of("+WPI").length;
+      expect(wpi).toBeGreaterThanOrEqual(seqs.length * 2);
+      expect(threadConn?.in_msgs ?? 0).toBeGreaterThanOrEqual(wpi);
+      expect(workerConn!.in_msgs).toBeLessThan(wpi);
+      expect(metrics.snapshot().counters[MetricNames.IN_PROGRESS_SUCCESSES_TOTAL] ?? 0).toBeGreaterThanOrEqual(seqs.length * 2);
+
+      let finals = 0;
+      for (const seq of seqs) {
+        for (const dc of [1, 2]) {
+          const frames = spy.forSequence(seq).filter((fr) => fr.deliveryCount === dc);
+          const last = frames.findIndex((fr) => fr.kind === "+ACK" || fr.kind === "+TERM" || fr.kind === "-NAK");
+          if (last < 0) continue;
+          finals += 1;
+          expect(frames.slice(last + 1).map((fr) => fr.kind), `seq ${seq} delivery ${dc}`).toEqual([]);
+          const final = frames[last]!;
+          if (final.kind === "-NAK") {
+            // The delay held: no +WPI reset it to AckWait.
+            const again = startedAt.get(`${seq}/2`);
+            expect(again, `seq ${seq} redelivered`).toBeDefined();
+            expect(again! - final.at, `seq ${seq}`).toBeGreaterThanOrEqual(NAK_DELAY_MS - 50);
+          }
+        }
+      }
+      expect(finals).toBe(seqs.length + naked);
+      expect(results.every((r) => !r.leaseLost)).toBe(true);
+    } finally {
+      stop.abort();
+      await running;
+      await spy[Symbol.asyncDispose]();
+      await f.jsm.streams.delete(f.stream);
+      await worker.close();
+      await nc.close();
+    }
+  });
+
+  it("a thread that cannot log in leaves the beats to the main thread, and says so", async () => {
+    await using auth = await startServer({
+      config: [
+        "authorization {",
+        "  users: [",
+        "    { user: svc, password: right-pass }",
+        '    { user: probe_nobody, password: probe_nobody_pw, permissions: { publish: { deny: [">"] }, subscribe: { deny: [">"] } } }',
+        "  ]",
+        "}",
+        "no_auth_user: probe_nobody",
+      ].join("\n"),
+    });
+    const nc = await auth.connect({ user: "svc", pass: "right-pass" });
+    const f = await createFixture(nc, { ackWaitMs: 1000 });
+    const [seq] = await publish(f, 1);
+    const spy = await AckSpy.start(nc, f.stream);
+    const failed: HeartbeatFailedEvent[] = [];
+    const onFailed = (e: unknown): void => void failed.push(e as HeartbeatFailedEvent);
+    diagnostics.subscribe(DiagnosticsChannels.HEARTBEAT_FAILED, onFailed);
+    try {
+      const metrics = new InMemoryMetrics();
+      const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, {
+        inProgress: { enabled: true, intervalMs: 200, maxHeartbeats: 50 },
+        heartbeat: { thread: { servers: auth.url, user: "svc", pass: "wrong-pass" } },
+        connection: nc,
+        metrics,
+      });
+      const batch = await (async () => {
+        const out = [];
+        for await (const m of await (await jetstream(nc).consumers.get(f.stream, f.consumer)).fetch({ max_messages: 1, expires: 1000 })) out.push(m);
+        return out;
+      })();
+      // The first batch finds the thread starting (its beats fail until then); once it failed,
+      // the next batch gets main-thread beats at once.
+      const first = await ack.process(batch, () => new Promise((r) => setTimeout(r, 1500)));
+      expect(first.outcome).toBe("acked");
+      await publish(f, 1);
+      const second = [];
+      for await (const m of await (await jetstream(nc).consumers.get(f.stream, f.consumer)).fetch({ max_messages: 1, expires: 1000 })) second.push(m);
+      const r = await ack.process(second, () => new Promise((res) => setTimeout(res, 1000)));
+      expect([r.outcome, r.leaseLost]).toEqual(["acked", false]);
+      expect(spy.of("+WPI", second[0]!.seq).length).toBeGreaterThanOrEqual(3);
+      expect(failed.some((e) => e.errorName === "HeartbeatThreadError" && e.beat === 0)).toBe(true);
+      expect(metrics.snapshot().counters[MetricNames.IN_PROGRESS_FAILURES_TOTAL] ?? 0).toBeGreaterThanOrEqual(1);
+      expect(seq).toBe(1);
+      await eventually(() => spy.of("+ACK").length === 2, "both ACKs");
+    } finally {
+      diagnostics.unsubscribe(DiagnosticsChannels.HEARTBEAT_FAILED, onFailed);
+      await spy[Symbol.asyncDispose]();
+      await nc.close();
+    }
+  });
+
+  it("a service that used the thread exits by itself once its work is done", async () => {
+    const { stdout } = await run(process.execPath, ["--import", "tsx", join(root, "test", "helpers", "thread-host-child.ts"), srv.url], { cwd: root, timeout: 30_000 });
+    const exitedAt = Date.now();
+    const out = JSON.parse(stdout.trim().split("\n").at(-1)!) as { outcome: string; heartbeats: number; doneAt: number };
+    expect(out.outcome).toBe("acked");
+    // Its first rounds may fail while the thread connects (a process() call does not wait for it).
+    expect(out.heartbeats).toBeGreaterThanOrEqual(1);
+    expect(exitedAt - out.doneAt).toBeLessThan(1500);
+  });
+});
