@@ -4,7 +4,8 @@
  * from a worker thread and go on meanwhile, so no import is handed to another worker; without
  * it every long import would be delivered again (and reported `leaseLost`).
  * Run: NATS_URL=nats://127.0.0.1:4222 npx tsx examples/sqlite-sink.ts
- * (ROWS sets the rows per import; SQLITE_FILE a database file instead of memory.)
+ * (ROWS sets the rows per import; SQLITE_FILE a database file instead of memory;
+ * SQLITE_NATIVE_BINDING a better-sqlite3 binary built for this Node.js, its nativeBinding option.)
  */
 import { AckPolicy, jetstream, jetstreamManager, type JsMsg } from "@nats-io/jetstream";
 import { connect, nanos } from "@nats-io/transport-node";
@@ -20,7 +21,8 @@ await jsm.consumers.add(stream, { durable_name: "importer", ack_policy: AckPolic
 const ROWS = Number(process.env["ROWS"] ?? 1_500_000);
 for (let id = 1; id <= 3; id++) await js.publish(`${stream}.imports`, JSON.stringify({ id, rows: ROWS }));
 
-const db = new Database(process.env["SQLITE_FILE"] ?? ":memory:");
+const nativeBinding = process.env["SQLITE_NATIVE_BINDING"];
+const db = new Database(process.env["SQLITE_FILE"] ?? ":memory:", nativeBinding ? { nativeBinding } : {});
 db.exec("CREATE TABLE IF NOT EXISTS readings (import_id INTEGER, n INTEGER, value REAL, PRIMARY KEY (import_id, n))");
 const insert = db.prepare("INSERT OR REPLACE INTO readings VALUES (?, ?, ?)");
 // Idempotent, keyed by import and row: a redelivered import rewrites the same rows.

@@ -5,6 +5,8 @@
 #   .cache/nats-server/<version>/nats-server   Debian's nats-server packages, unpacked
 #   .cache/node/<major>/node_modules/node-linux-<arch>/bin/node   Node.js runtimes (npm registry)
 #   .cache/nats-client/<version>/node_modules/@nats-io/...        client versions of the peer range
+#   .cache/better-sqlite3/<version>/node-<major>/better_sqlite3.node  the example sink's native
+#                                   module built for each matrix Node.js (its nativeBinding option)
 #
 # Usage: scripts/fetch-nats-servers.sh            everything in the manifest
 #        scripts/fetch-nats-servers.sh --servers  only the nats-server binaries
@@ -255,9 +257,44 @@ fetch_clients() {
   done < <(manifest clients)
 }
 
+# better-sqlite3 (a devDependency: the synchronous sink of an example and a test) is a native
+# module: the copy in node_modules is built for the Node.js that installed it. For every other
+# Node.js of the matrix, build its pinned version from the registry's source tarball with
+# npm's own node-gyp against that runtime's headers (a C++ toolchain and python3 needed).
+fetch_sqlite() {
+  local version
+  version=$(node -p 'require("./package.json").devDependencies["better-sqlite3"] ?? ""') || fail "cannot read package.json"
+  [[ -n $version ]] || return 0
+  local gyp
+  gyp=$(dirname "$(dirname "$(readlink -f "$(command -v npm)")")")/node_modules/node-gyp/bin/node-gyp.js
+  local arch
+  case $(uname -m) in
+    x86_64) arch=x64 ;;
+    aarch64 | arm64) arch=arm64 ;;
+    *) fail "no Node.js package for $(uname -m)" ;;
+  esac
+  local major nodever out runtime src
+  while read -r major nodever; do
+    out=$CACHE/better-sqlite3/$version/node-$major/better_sqlite3.node
+    [[ -f $out ]] && continue
+    runtime=$CACHE/node/$major/node_modules/node-linux-$arch
+    [[ -x $runtime/bin/node ]] || fail "no Node.js $major in .cache/node to build better-sqlite3 for"
+    [[ -f $gyp ]] || fail "npm's node-gyp not found (looked at $gyp): cannot build better-sqlite3 for Node.js $major"
+    src=$(mktemp -d)
+    (cd "$src" && npm pack --silent "better-sqlite3@$version" >>"$LOG" 2>&1 && tar xzf better-sqlite3-*.tgz) ||
+      fail "npm pack better-sqlite3@$version failed (see .cache/fetch.log)"
+    (cd "$src/package" && PATH=$runtime/bin:$PATH node "$gyp" rebuild --release --nodedir="$runtime" -j "$(nproc)" >>"$LOG" 2>&1) ||
+      fail "building better-sqlite3 $version for Node.js $nodever failed (a C++ toolchain, make and python3 are needed; see .cache/fetch.log)"
+    mkdir -p "$(dirname "$out")"
+    cp "$src/package/build/Release/better_sqlite3.node" "$out"
+    rm -rf "$src"
+    echo "better-sqlite3 $version: built for Node.js $nodever into .cache/better-sqlite3/$version/node-$major"
+  done < <(manifest node)
+}
+
 node -e 'JSON.parse(require("node:fs").readFileSync(process.argv[1], "utf8"))' "$MANIFEST" 2>>"$LOG" || fail "cannot read $MANIFEST"
 case ${1:-all} in
-  all) fetch_servers && fetch_node && fetch_clients ;;
+  all) fetch_servers && fetch_node && fetch_clients && fetch_sqlite ;;
   --servers) fetch_servers ;;
   --system) fetch_system ;;
   *) fail "unknown argument $1: use no argument, --servers or --system" ;;

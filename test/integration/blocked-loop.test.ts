@@ -10,13 +10,14 @@
 import diagnostics from "node:diagnostics_channel";
 import { jetstream, type JsMsg } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
-import Database from "better-sqlite3";
+import type Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CommitThenAck, DiagnosticsChannels, InMemoryMetrics, MetricNames, type BatchResult, type EventLoopStallEvent } from "../../src/index.js";
 import { AckSpy } from "../helpers/ack-spy.js";
 import { createFixture, eventually, publish } from "../helpers/jetstream.js";
 import { startServer, type NatsServer } from "../helpers/nats-server.js";
 import { startObserver } from "../helpers/observer.js";
+import { openSqlite } from "../helpers/sqlite.js";
 
 let srv: NatsServer;
 let nc: NatsConnection;
@@ -152,7 +153,7 @@ describe("a write that blocks the event loop past AckWait", () => {
   }
 
   it("a better-sqlite3 transaction (synchronous) of 3.5 s: with the thread kept, without it reported lost", async () => {
-    const db = new Database(":memory:");
+    const db = openSqlite();
     try {
       db.exec("CREATE TABLE rows (n INTEGER, body TEXT)");
       let rows = 0;

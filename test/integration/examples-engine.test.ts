@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startServer, type NatsServer } from "../helpers/nats-server.js";
+import { sqliteNativeBinding } from "../helpers/sqlite.js";
 
 const run = promisify(execFile);
 const root = join(import.meta.dirname, "..", "..");
@@ -27,7 +28,9 @@ describe("engine examples run against a real server", () => {
   });
 
   it("sqlite-sink: synchronous imports longer than AckWait keep their leases through the heartbeat thread", async () => {
-    const { stdout } = await run(tsx, [join(root, "examples", "sqlite-sink.ts")], { cwd: root, env: { ...process.env, NATS_URL: srv.url }, timeout: 120_000 });
+    const binding = sqliteNativeBinding();
+    const env = { ...process.env, NATS_URL: srv.url, ...(binding !== undefined ? { SQLITE_NATIVE_BINDING: binding } : {}) };
+    const { stdout } = await run(tsx, [join(root, "examples", "sqlite-sink.ts")], { cwd: root, env, timeout: 120_000 });
     expect(stdout).toContain("imports committed: 3, rows: 4500000");
     // Each import blocked the event loop past the 1 s AckWait...
     expect(Number(/longest commit: (\d+) ms/.exec(stdout)?.[1])).toBeGreaterThan(1000);
