@@ -12,7 +12,7 @@ import type { WorkContext, WithInProgressOptions } from "../lease/work-context.j
 import { abortReasonOf } from "../lease/work-run.js";
 import { HeartbeatThread } from "../lease/heartbeat-thread.js";
 import { threadConnectionFor } from "../lease/heartbeat-thread-options.js";
-import { superviseWork } from "../lease/with-in-progress.js";
+import { assertMessage, superviseWork } from "../lease/with-in-progress.js";
 import { deliveringConnection } from "../nats/connection-state.js";
 import { deliveryInfo } from "../nats/message-access.js";
 import type { DisabledInProgressPolicy, VerifiedInProgressPolicy } from "../policy/in-progress-policy.js";
@@ -69,6 +69,7 @@ export class BatchRunner {
   /** `heartbeat.thread: true` not yet derived from a connection (no `connection` option). */
   #threadFromHost: boolean;
   #heartbeat: RunnerConfig["heartbeat"];
+  readonly #beating: boolean;
   #retrying = 0;
   readonly #recovered = new Set<() => void>();
 
@@ -76,8 +77,9 @@ export class BatchRunner {
     this.#config = config;
     this.#windowMs = config.windowMs;
     this.#heartbeat = config.heartbeat;
+    this.#beating = isVerifiedPolicy(config.policy) && config.policy.enabled;
     // Without heartbeats there is nothing to beat from any thread.
-    this.#threadFromHost = config.heartbeat?.thread === true && isVerifiedPolicy(config.policy) && config.policy.enabled;
+    this.#threadFromHost = config.heartbeat?.thread === true && this.#beating;
   }
 
   /**
@@ -153,6 +155,10 @@ export class BatchRunner {
     let writeOk = false;
     let late: Promise<unknown> | undefined;
     try {
+      // A batch under heartbeats with something else in it is the caller's bug, refused before
+      // anything is sent (withInProgress itself only checks the ends). Without heartbeats each
+      // message is settled as it can be (one that cannot be read is left).
+      if (this.#beating) for (let i = 0; i < list.length; i++) assertMessage(list, i);
       // withInProgress, with this batch's number: its heartbeat events and its settled
       // event carry the same batchId.
       result = await superviseWork(

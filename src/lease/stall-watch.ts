@@ -2,10 +2,10 @@
  * Notices a blocked event loop while batches are under supervision. A synchronous sink, a
  * CPU-bound transform or a long GC pause stops every timer of the process: no beat leaves from
  * the main thread, and a lease can pass unseen. A task of the batches' scheduler, due every
- * eighth of the threshold, measures how late it runs; a tick (or a batch starting or finishing, which can
- * be the first thing to run after the block) that finds it overdue by more than a quarter of the
- * shortest redelivery window in flight reports a stall: a metric per metrics sink and a
- * diagnostics event with its duration and the batches in flight.
+ * eighth of the threshold, measures how late it runs; a tick (or a batch starting or finishing,
+ * which can be the first thing to run after the block) that finds it overdue by more than a
+ * quarter of the shortest redelivery window among the batches in flight reports a stall: a
+ * metric per metrics sink and a diagnostics event with its duration and the batches in flight.
  */
 import { DiagnosticsChannels, publishEvent } from "../telemetry/diagnostics.js";
 import { MetricNames } from "../telemetry/metric-names.js";
@@ -45,23 +45,31 @@ export interface EventLoopStallEvent {
   readonly threadedBatches: number;
 }
 
-/** One batch's part in the watch. */
+/** One batch's part in the watch (linked into the watch's list while the batch is in flight). */
 export interface StallWatcher {
   readonly windowMs: number;
   readonly metrics: MetricsRecorder;
   readonly threaded: boolean;
+  /** The watch's list: set by the watch only. */
+  prev?: StallWatcher | undefined;
+  next?: StallWatcher | undefined;
+  linked?: boolean;
 }
 
 const watches = new WeakMap<Scheduler, StallWatch>();
 
-/** The stall watch of one scheduler (the process-wide one, or a test's). */
+/**
+ * The stall watch of one scheduler (the process-wide one, or a test's). Entering and leaving
+ * cost a few field writes (a batch starts and settles thousands of times a second): the
+ * batches in flight are an intrusive list, the threshold follows the shortest window that
+ * entered since the watch was last empty, and what a stall reports is gathered only then.
+ */
 export class StallWatch implements ScheduledTask {
   schedulerEntry: SchedulerEntry | undefined = undefined;
   readonly passive = true;
   readonly #scheduler: Scheduler;
-  readonly #watchers = new Set<StallWatcher>();
-  /** Redelivery windows in flight, with how many batches have each. */
-  readonly #windows = new Map<number, number>();
+  #head: StallWatcher | undefined;
+  #count = 0;
   #thresholdMs = Number.POSITIVE_INFINITY;
 
   private constructor(scheduler: Scheduler) {
@@ -77,44 +85,52 @@ export class StallWatch implements ScheduledTask {
     return w;
   }
 
-  /** A batch comes under supervision. */
+  /** A batch comes under supervision. Call it before the batch schedules its own tick. */
   enter(w: StallWatcher, now: number): void {
-    this.check(now);
-    this.#watchers.add(w);
-    this.#windows.set(w.windowMs, (this.#windows.get(w.windowMs) ?? 0) + 1);
-    const before = this.#thresholdMs;
-    this.#thresholdMs = Math.max(MIN_THRESHOLD_MS, Math.min(before, w.windowMs * STALL_SHARE));
-    if (this.#watchers.size === 1 || this.#thresholdMs < before) this.#arm(now);
+    if (w.linked === true) return;
+    if (this.#count > 0) this.check(now);
+    w.linked = true;
+    w.prev = undefined;
+    w.next = this.#head;
+    if (this.#head !== undefined) this.#head.prev = w;
+    this.#head = w;
+    this.#count += 1;
+    const threshold = Math.max(MIN_THRESHOLD_MS, w.windowMs * STALL_SHARE);
+    if (threshold < this.#thresholdMs) {
+      this.#thresholdMs = threshold;
+      this.#arm(now);
+    } else if (this.#count === 1) {
+      this.#arm(now);
+    }
   }
 
   /** A batch settled; a stall that is ending now (its work blocked the loop) is reported first. */
   leave(w: StallWatcher, now: number): void {
-    if (!this.#watchers.has(w)) return;
+    if (w.linked !== true) return;
     this.check(now);
-    this.#watchers.delete(w);
-    const n = (this.#windows.get(w.windowMs) ?? 1) - 1;
-    if (n > 0) this.#windows.set(w.windowMs, n);
-    else this.#windows.delete(w.windowMs);
-    if (this.#watchers.size === 0) {
+    w.linked = false;
+    if (w.prev !== undefined) w.prev.next = w.next;
+    else this.#head = w.next;
+    if (w.next !== undefined) w.next.prev = w.prev;
+    w.prev = w.next = undefined;
+    this.#count -= 1;
+    if (this.#count === 0) {
+      // Nothing in flight: no watch, no timer of its own; the next batch sets the threshold anew.
       this.#thresholdMs = Number.POSITIVE_INFINITY;
       this.#scheduler.cancel(this);
-      return;
     }
-    let smallest = Number.POSITIVE_INFINITY;
-    for (const windowMs of this.#windows.keys()) if (windowMs < smallest) smallest = windowMs;
-    this.#thresholdMs = Math.max(MIN_THRESHOLD_MS, smallest * STALL_SHARE);
   }
 
   run(now: number, due: number): void {
     this.#report(now, due);
-    if (this.#watchers.size > 0) this.#arm(now);
+    if (this.#count > 0) this.#arm(now);
   }
 
   /** Reports a stall if the watch's tick is overdue by more than the threshold. */
   check(now: number): void {
-    const due = this.schedulerEntry?.due;
-    if (due === undefined || this.#watchers.size === 0) return;
-    if (this.#report(now, due)) this.#arm(now);
+    const entry = this.schedulerEntry;
+    if (entry === undefined || entry.index < 0 || this.#count === 0) return;
+    if (this.#report(now, entry.due)) this.#arm(now);
   }
 
   #report(now: number, due: number): boolean {
@@ -122,7 +138,7 @@ export class StallWatch implements ScheduledTask {
     if (!(stalled > this.#thresholdMs)) return false;
     const sinks = new Set<MetricsRecorder>();
     let threaded = 0;
-    for (const w of this.#watchers) {
+    for (let w = this.#head; w !== undefined; w = w.next) {
       sinks.add(w.metrics);
       if (w.threaded) threaded += 1;
     }
@@ -130,7 +146,7 @@ export class StallWatch implements ScheduledTask {
       m.count(MetricNames.IN_PROGRESS_EVENT_LOOP_STALLS_TOTAL);
       m.observe(MetricNames.IN_PROGRESS_EVENT_LOOP_STALL_SECONDS, stalled / 1000);
     }
-    const batches = this.#watchers.size;
+    const batches = this.#count;
     const thresholdMs = this.#thresholdMs;
     publishEvent(DiagnosticsChannels.EVENT_LOOP_STALL, (): EventLoopStallEvent => ({
       durationMs: Math.round(stalled),

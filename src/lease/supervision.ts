@@ -71,6 +71,7 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
   /** Settling: the books are closed, nothing is aborted any more (the work is over). */
   #finishing = false;
   readonly #stall: StallWatcher;
+  readonly #watch: StallWatch;
 
   constructor(
     msgs: readonly JsMsg[],
@@ -93,16 +94,36 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
 
     const nowMono = scheduler.clock.now();
     this.#createdAt = nowMono;
+    const receivedAt = opts.receivedAt;
+    // Without BackOff every message has the same window, whatever its delivery count.
+    const shared = windowIsShared(policy) ? windowFor(policy, undefined) : undefined;
+    if (receivedAt === undefined && shared !== undefined) {
+      // Delivered now, one window: two numbers for the whole batch, whatever its size.
+      this.#tracker = new LeaseTracker(shared, nowMono, msgs.length);
+    } else {
+      this.#tracker = Supervision.#trackerFor(msgs, policy, receivedAt, shared, nowMono);
+    }
+    // Every message is refreshed at least every intervalMs, counting from its delivery.
+    this.#nextBeat = Math.max(nowMono, this.#tracker.oldestRefresh() + policy.intervalMs);
+    this.#stall = { windowMs: shared ?? windowFor(policy, undefined), metrics, threaded: opts.thread !== undefined };
+    this.#watch = StallWatch.of(scheduler);
+  }
+
+  /** The lease of a batch with receive times, or with windows that differ by delivery count. */
+  static #trackerFor(
+    msgs: readonly JsMsg[],
+    policy: VerifiedInProgressPolicy,
+    receivedAt: WithInProgressOptions["receivedAt"],
+    shared: number | undefined,
+    nowMono: number,
+  ): LeaseTracker {
     const nowWall = Date.now();
     // A receive time in the future (clock skew) counts as now.
     const deliveredAt = (wall: number | undefined): number => (wall === undefined ? nowMono : nowMono - Math.max(0, nowWall - wall));
-    const receivedAt = opts.receivedAt;
     const batchWall = receivedAt === undefined || typeof receivedAt === "function" ? undefined : epochMs(receivedAt, "options.receivedAt");
-    // Without BackOff every message has the same window, whatever its delivery count.
-    const shared = windowIsShared(policy) ? windowFor(policy, undefined) : undefined;
     if (shared !== undefined && typeof receivedAt !== "function") {
       // One window and one delivery time for the whole batch: constant work, whatever its size.
-      this.#tracker = new LeaseTracker(shared, deliveredAt(batchWall), msgs.length);
+      return new LeaseTracker(shared, deliveredAt(batchWall), msgs.length);
     } else {
       const windows = new Float64Array(msgs.length);
       const delivered = new Float64Array(msgs.length);
@@ -122,11 +143,8 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
         }
         delivered[i] = deliveredAt(wall);
       }
-      this.#tracker = new LeaseTracker(windows, delivered);
+      return new LeaseTracker(windows, delivered);
     }
-    // Every message is refreshed at least every intervalMs, counting from its delivery.
-    this.#nextBeat = Math.max(nowMono, this.#tracker.oldestRefresh() + policy.intervalMs);
-    this.#stall = { windowMs: windowFor(policy, undefined), metrics, threaded: opts.thread !== undefined };
   }
 
   /** The batch lease, made on first use. */
@@ -151,7 +169,8 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
   start(): void {
     this.#metrics.gaugeAdd(MetricNames.CURRENT_IN_PROGRESS_BATCHES_ACTIVE, 1);
     const now = this.#createdAt;
-    StallWatch.of(this.#scheduler).enter(this.#stall, now);
+    // Before the batch's own tick: the watch's earlier one arms the timer once.
+    this.#watch.enter(this.#stall, now);
     if (this.#opts.thread !== undefined) this.#startThread(now);
     // Set up moments ago, in the same call: its clock reading still stands.
     this.#reschedule(now);
@@ -164,7 +183,7 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
   finish(): void {
     if (this.#finished) return;
     const now = this.#scheduler.clock.now();
-    StallWatch.of(this.#scheduler).leave(this.#stall, now);
+    this.#watch.leave(this.#stall, now);
     this.#finishing = true;
     if (this.#thread !== undefined && !this.#expired) this.#syncThread(now);
     this.#thread?.stop();
@@ -385,7 +404,7 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
   /** Every message was settled by the work: no lease left to keep or to lose, no timer. */
   #unwatch(): void {
     this.#scheduler.cancel(this);
-    StallWatch.of(this.#scheduler).leave(this.#stall, this.#scheduler.clock.now());
+    this.#watch.leave(this.#stall, this.#scheduler.clock.now());
   }
 
   /** Brings the books up to what the thread did: counts, events, the lease, settled messages, the limit. */

@@ -63,7 +63,7 @@ export function withInProgress<T>(
   msgs: JsMsg | readonly JsMsg[],
   work: (ctx: WorkContext) => Promise<T> | T,
   policy: VerifiedInProgressPolicy | DisabledInProgressPolicy,
-  options: WithInProgressOptions = {},
+  options?: WithInProgressOptions,
 ): Promise<T> {
   // superviseWork is async: every error, even an argument error, arrives as a rejection.
   return superviseWork(msgs, work, policy, options, sharedScheduler());
@@ -83,7 +83,7 @@ export async function superviseWork<T>(
   msgs: JsMsg | readonly JsMsg[],
   work: (ctx: WorkContext) => Promise<T> | T,
   policy: VerifiedInProgressPolicy | DisabledInProgressPolicy,
-  options: WithInProgressOptions,
+  options: WithInProgressOptions | undefined,
   scheduler: Scheduler,
   batchId?: number,
   trace: TraceRecorder = TraceRecorder.NONE,
@@ -104,8 +104,9 @@ export async function superviseWork<T>(
 
   supervision?.start();
   try {
-    // Without supervision and without a signal nothing can abort the work: no bound to race.
-    if (supervision === undefined && outer === undefined) return await work(ctx);
+    // Only a host abort or onLimit "abort" bounds the work (a lost lease waits for it): without
+    // either there is no bound to race.
+    if (outer === undefined && (supervision === undefined || opts.onLimit !== "abort")) return await work(ctx);
     return await run.race(work, ctx, onAbandon);
   } finally {
     supervision?.finish();
@@ -130,13 +131,15 @@ function readArguments(
   try {
     const list = toList(msgs);
     const verified = readPolicy(policy);
-    const { thread, ...rest } = readOptions(options);
+    const opts = readOptions(options);
     const enabled = verified?.enabled === true && list.length > 0;
     if (enabled) assertMessages(list);
-    // Heartbeats off: no beat to send, from any thread.
-    const sources = thread === true ? [rest.connection, rest.confirm?.connection, deliveringConnection(list[0])] : [];
-    const opts: SupervisionOptions = { ...rest, thread: enabled ? threadConnectionFor(thread, sources, "options.thread") : undefined };
-    return { list, verified, opts, enabled };
+    const thread = opts.thread;
+    if (thread !== undefined) {
+      // Heartbeats off: no beat to send, from any thread. `true` copies the host's connection.
+      opts.thread = !enabled ? undefined : thread === true ? threadConnectionFor(true, [opts.connection, opts.confirm?.connection, deliveringConnection(list[0])], "options.thread") : thread;
+    }
+    return { list, verified, opts: opts as SupervisionOptions, enabled };
   } catch (err) {
     if (err instanceof TypeError || err instanceof InProgressPolicyError) throw err;
     throw new TypeError("withInProgress could not read its arguments (a throwing getter): pass messages as delivered, a verified policy and a plain options object", { cause: err });
@@ -145,7 +148,23 @@ function readArguments(
 
 const OPTION_KEYS = ["signal", "metrics", "receivedAt", "onLimit", "confirm", "connection", "requireProgress", "thread"] as const;
 
-function readOptions(options: unknown): Omit<SupervisionOptions, "thread"> & { thread: ReturnType<typeof checkHeartbeatThreadOption> } {
+/** The options as read; `thread` is still `true` when the host's connection is to be copied. */
+type ReadOptions = Omit<SupervisionOptions, "thread"> & { thread: ReturnType<typeof checkHeartbeatThreadOption> };
+
+/** No options: every default, shared (read only). */
+const DEFAULT_OPTIONS: ReadOptions = Object.freeze({
+  signal: undefined,
+  metrics: undefined,
+  receivedAt: undefined,
+  onLimit: "continue",
+  confirm: undefined,
+  connection: undefined,
+  requireProgress: false,
+  thread: undefined,
+});
+
+function readOptions(options: unknown): ReadOptions {
+  if (options === undefined) return DEFAULT_OPTIONS;
   const o = readOptionKeys("withInProgress options", options, OPTION_KEYS, "withInProgress") as WithInProgressOptions;
   const signal = o.signal;
   if (signal !== undefined && !(signal instanceof AbortSignal)) {
@@ -199,12 +218,26 @@ function toList(msgs: unknown): readonly JsMsg[] {
   throw new TypeError(`msgs must be a JsMsg or an array of them, got ${msgs === null ? "null" : typeof msgs}`);
 }
 
+/**
+ * The first and the last message must be JetStream messages: that catches a wrong list (payloads,
+ * strings, another array) before the work starts, in constant time — a scan of every message
+ * would be most of the call's cost for a large batch. Any other element that is not a message
+ * makes its beats fail (counted, reported), never the call.
+ */
 function assertMessages(list: readonly unknown[]): void {
-  for (let i = 0; i < list.length; i++) {
+  assertMessage(list, 0);
+  if (list.length > 1) assertMessage(list, list.length - 1);
+}
+
+/** Exported for the loops' and `process`'s own full check, where every message is settled anyway. */
+export function assertMessage(list: readonly unknown[], i: number): void {
+  let ok: boolean;
+  try {
     const m = list[i];
-    if (typeof m !== "object" || m === null || typeof (m as JsMsg).working !== "function") {
-      throw new TypeError(`msgs[${i}] is not a JetStream message (it has no working() method)`);
-    }
+    ok = typeof m === "object" && m !== null && typeof (m as JsMsg).working === "function";
+  } catch (err) {
+    throw new TypeError(`msgs[${i}] could not be read (a throwing getter): pass messages as delivered`, { cause: err });
   }
+  if (!ok) throw new TypeError(`msgs[${i}] is not a JetStream message (it has no working() method)`);
 }
 

@@ -107,13 +107,18 @@ const noProgress = (): void => undefined;
 export class SupervisedContext implements WorkContext {
   readonly #run: WorkRun;
   readonly #supervision: SupervisionHandle | undefined;
-  readonly progress: () => void;
+  #progress: (() => void) | undefined;
 
   constructor(run: WorkRun, supervision: SupervisionHandle | undefined) {
     this.#run = run;
     this.#supervision = supervision;
-    // An own function, so `const { progress } = ctx` keeps working.
-    this.progress = supervision === undefined ? noProgress : () => supervision.progress();
+  }
+
+  /** A function of its own, made on first use, so `const { progress } = ctx` keeps working. */
+  get progress(): () => void {
+    const supervision = this.#supervision;
+    if (supervision === undefined) return noProgress;
+    return (this.#progress ??= () => supervision.progress());
   }
 
   get signal(): AbortSignal {
