@@ -39,7 +39,9 @@ import { SupervisedContext, WorkRun } from "./work-run.js";
  *
  * All batches share one unref'd timer per process.
  *
- * @param msgs - one message or a batch, as delivered by a durable consumer with explicit acks.
+ * @param msgs - one message or a batch, as delivered by a durable consumer with explicit acks
+ *   (the first and the last are checked up front; any other element that is not a message
+ *   gets failed beats, never a crash).
  * @param work - the host's write; it receives a {@link WorkContext}.
  * @param policy - a verified policy, or `{ enabled: false }`.
  * @param options - see {@link WithInProgressOptions}.
