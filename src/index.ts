@@ -65,6 +65,7 @@ export type {
   TemporaryFailureAction,
   WriteReport,
 } from "./settle/batch-result.js";
+export type { WriteReportCheck, WriteReportExpected } from "./settle/write-check.js";
 export type { ConfirmAckOptions } from "./settle/frames.js";
 export { DeadLetterHeaders } from "./settle/dead-letter.js";
 export type { DeadLetterTarget } from "./settle/dead-letter.js";

@@ -14,6 +14,7 @@ import { isVerifiedPolicy } from "../policy/verified-policies.js";
 import type { BatchResult, BatchWrite } from "../settle/batch-result.js";
 import { DeliveryLimits } from "../settle/delivery-limits.js";
 import { Settler } from "../settle/settler.js";
+import type { WriteReportCheck } from "../settle/write-check.js";
 import { MetricsRecorder } from "../telemetry/metrics-recorder.js";
 import { BatchRunner } from "./batch-runner.js";
 import {
@@ -198,6 +199,8 @@ export class CommitThenAck {
    *
    * @typeParam M - the client's message type, inferred from `msgs`: `write` and the result
    *   see the same messages.
+   * @typeParam R - what `write` returns; a value with a `failed` key must be a
+   *   {@link WriteReport} (see {@link WriteReportCheck}), or the call does not compile.
    * @param msgs - the batch, as fetched.
    * @param write - the host's write; resolve only when durable.
    * @param options - per-batch signal and receive time.
@@ -212,7 +215,7 @@ export class CommitThenAck {
    * console.log(result.outcome, result.acked);
    * ```
    */
-  process<M extends JsMsgLike>(msgs: readonly M[], write: BatchWrite<M>, options?: ProcessOptions<M>): Promise<BatchResult<M>>;
+  process<M extends JsMsgLike, R>(msgs: readonly M[], write: (msgs: readonly M[], ctx: WorkContext) => R & WriteReportCheck<R>, options?: ProcessOptions<M>): Promise<BatchResult<M>>;
   async process(msgs: readonly JsMsg[], write: BatchWrite, options: ProcessOptions = {}): Promise<BatchResult> {
     if (!Array.isArray(msgs)) throw new TypeError("msgs must be an array of JsMsg (a fetched batch)");
     if (typeof write !== "function") throw new TypeError("write must be a function (msgs, ctx) => Promise<void>");
@@ -292,6 +295,8 @@ export class CommitThenAck {
    * (a new pull would carry none), whose refills ask only for what the loop can start.
    *
    * @typeParam M - the client's message type, inferred from the consumer.
+   * @typeParam R - what `write` returns; a value with a `failed` key must be a
+   *   {@link WriteReport} (see {@link WriteReportCheck}), or the call does not compile.
    * @param consumer - a pull consumer (`js.consumers.get(stream, durable)`).
    * @param write - the host's write for one batch.
    * @param options - batch size, pull expiry, concurrency, signal, callbacks, pull options.
@@ -310,7 +315,7 @@ export class CommitThenAck {
    * });
    * ```
    */
-  run<M extends JsMsgLike>(consumer: PullConsumerLike<M>, write: BatchWrite<M>, options?: RunOptions<M>): Promise<void>;
+  run<M extends JsMsgLike, R>(consumer: PullConsumerLike<M>, write: (msgs: readonly M[], ctx: WorkContext) => R & WriteReportCheck<R>, options?: RunOptions<M>): Promise<void>;
   async run(consumer: LoopConsumer, write: BatchWrite, options: RunOptions = {}): Promise<void> {
     if (!consumer || typeof consumer.fetch !== "function") throw new TypeError("consumer must be a pull consumer (js.consumers.get(stream, durable))");
     if (typeof write !== "function") throw new TypeError("write must be a function (msgs, ctx) => Promise<void>");

@@ -57,7 +57,7 @@ describe("the public names", () => {
       "MetricsSnapshot", "MsgHdrsLike", "NatsConnectionLike", "PermanentSinkError", "PolicyCheck", "PolicyViolation", "ProcessOptions", "PullConsumerLike", "PullOptions", "RunEachOptions",
       "RunErrorContext", "RunOptions", "StallEvidence",
       "TemporaryFailureAction", "TemporarySinkError", "TracedBatch", "TracedOutcome", "Tracing", "VerifiedInProgressPolicy", "ViolationCode", "WatchConsumerOptions",
-      "WithInProgressOptions", "WorkContext", "WriteReport", "checkInProgressPolicy", "consumerTimingFromConfig",
+      "WithInProgressOptions", "WorkContext", "WriteReport", "WriteReportCheck", "WriteReportExpected", "checkInProgressPolicy", "consumerTimingFromConfig",
       "verifyInProgressPolicy", "watchConsumer", "withInProgress",
     ],
     "src/adapters/prometheus.ts": ["DEFAULT_COUNT_BUCKETS", "DEFAULT_SECONDS_BUCKETS", "PrometheusMetricsOptions", "prometheusMetrics"],
