@@ -99,10 +99,12 @@ function policyFields(policy: InspectOptions["inProgress"]): unknown {
   return { enabled, intervalMs, maxHeartbeats, shutdownTimeoutMs };
 }
 
+/** Consumer or stream not found: the 3.x client's error classes and codes, or the JetStream API error nats 2.x keeps in `api_error`. */
 function isNotFound(err: unknown): boolean {
-  const e = err as { name?: unknown; code?: unknown; status?: unknown } | null;
+  const e = err as { name?: unknown; code?: unknown; status?: unknown; api_error?: { err_code?: unknown } } | null;
   if (!e || typeof e !== "object") return false;
-  return e.name === "ConsumerNotFoundError" || e.name === "StreamNotFoundError" || e.code === 10014 || e.code === 10059 || e.status === 404;
+  const apiCode = e.api_error?.err_code;
+  return e.name === "ConsumerNotFoundError" || e.name === "StreamNotFoundError" || e.code === 10014 || e.code === 10059 || e.status === 404 || apiCode === 10014 || apiCode === 10059;
 }
 
 function errorLabel(err: unknown): string {
