@@ -1,13 +1,18 @@
 import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
-import { natsClientAlias } from "./test/helpers/nats-client.js";
+import { legacyClientPlugin, natsClientAlias } from "./test/helpers/nats-client.js";
 
 // Files whose timing margins are set by the scenario itself (BackOff [1 s, 4 s] with a 700 ms
 // interval leaves 300 ms): they run in a group of their own, after everything else, so a
 // neighbour's CPU burst cannot eat the margin.
 const QUIET = ["test/integration/backoff-aware.test.ts"];
 
+// Files a matrix row leaves out (its "exclude" in scripts/matrix.json, passed by scripts/test-servers.mjs).
+const ROW_EXCLUDE = (process.env["JSIP_TEST_EXCLUDE"] ?? "").split(",").filter((f) => f !== "");
+
 export default defineConfig({
+  // The legacy-client row (JSIP_NATS_CLIENT=legacy): the host's side on nats 2.x.
+  plugins: legacyClientPlugin(),
   resolve: {
     // Examples import the package by name; tests run them against the sources.
     alias: [
@@ -31,7 +36,7 @@ export default defineConfig({
         test: {
           name: "main",
           include: ["test/**/*.test.ts"],
-          exclude: ["test/reliability/**/*.full.test.ts", "**/node_modules/**", ...QUIET],
+          exclude: ["test/reliability/**/*.full.test.ts", "**/node_modules/**", ...QUIET, ...ROW_EXCLUDE],
           sequence: { groupOrder: 0 },
         },
       },
@@ -40,6 +45,7 @@ export default defineConfig({
         test: {
           name: "quiet",
           include: QUIET,
+          exclude: ROW_EXCLUDE,
           sequence: { groupOrder: 1 },
         },
       },

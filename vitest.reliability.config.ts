@@ -1,10 +1,12 @@
 import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
-import { natsClientAlias } from "./test/helpers/nats-client.js";
+import { legacyClientPlugin, natsClientAlias } from "./test/helpers/nats-client.js";
 
 // The whole fault suite: the short scenarios that also run in `npm test`, and the long ones
 // (`*.full.test.ts`) that only run here.
 export default defineConfig({
+  // The legacy-client row (JSIP_NATS_CLIENT=legacy): the host's side on nats 2.x.
+  plugins: legacyClientPlugin(),
   resolve: {
     alias: [
       { find: /^jetstream-inprogress$/, replacement: fileURLToPath(new URL("./src/index.ts", import.meta.url)) },

@@ -3,16 +3,18 @@
 // relative link of the README and of the shipped docs/*.md pages resolves inside the tarball,
 // every example path the README names is present, every relative import of a shipped example
 // resolves, then publint (package.json, exports, files), Are The Types Wrong (types resolve
-// for ESM and CommonJS, under node10/node16/bundler), and finally loads every entry point of
-// the unpacked tarball with require() and with import, which must see the same names.
+// for ESM and CommonJS, under node10/node16/bundler), loads every entry point of the unpacked
+// tarball with require() and with import, which must see the same names, and finally compiles
+// the typed services of test/types/ (nats 2.x and 3.x clients) against the packed types.
 //
 // The link and path checks are pure functions of the packed file list and the texts, exported
 // for the unit test; the checks run only when this file is the program.
 import { execFileSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, symlinkSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, posix, relative } from "node:path";
 import { pathToFileURL } from "node:url";
+import { compile, format } from "./consumer-types.mjs";
 
 /** What may be in the tarball: the build, the top-level texts, the docs pages and the examples. */
 const ALLOWED = /^(dist\/[^/].*|README\.md|CHANGELOG\.md|LICENSE|package\.json|docs\/[^/]+\.md|examples\/[^/]+\.(?:ts|cjs))$/;
@@ -22,6 +24,12 @@ const ENTRIES = ["jetstream-inprogress", "jetstream-inprogress/prometheus", "jet
 
 /** Peer dependencies the entry points load, linked from this checkout into the consumer's node_modules. */
 const PEERS = ["@nats-io", "@opentelemetry", "prom-client"];
+
+/** What the typed services of test/types/ compile with besides the peers: the legacy client and Node's types. */
+const TYPED_SERVICE_DEPENDENCIES = ["nats", "@types"];
+
+/** The typed services (test/types/<client>/) compiled against the packed declarations. */
+const TYPED_SERVICES = ["nats-2", "nats-3"];
 
 /**
  * The problems of loading the entry points both ways: `names[format][entry]` is the sorted list
@@ -155,6 +163,24 @@ function loadEntries(project) {
   return { cjs: node(["-e", script("cjs")]), esm: node(["--input-type=module", "-e", script("esm")]) };
 }
 
+/**
+ * Compiles the typed services of test/types/ (one on the legacy `nats` 2.x client, one on
+ * `@nats-io/jetstream` 3.x) as strict ES modules of a project that installed the tarball, with
+ * the packed declarations checked as well.
+ */
+function checkTypedServices(root, project) {
+  for (const dep of TYPED_SERVICE_DEPENDENCIES) symlinkSync(join(root, "node_modules", dep), join(project, "node_modules", dep), "dir");
+  writeFileSync(join(project, "package.json"), `${JSON.stringify({ private: true, type: "module" })}\n`);
+  for (const service of TYPED_SERVICES) {
+    cpSync(join(root, "test", "types", service), join(project, service), { recursive: true });
+    const files = readdirSync(join(project, service)).filter((f) => f.endsWith(".ts")).map((f) => join(project, service, f));
+    // The packed declarations are checked too (skipLibCheck off); the clients' own are not ours to check.
+    const diagnostics = compile(files, { options: { skipLibCheck: false } }).filter((d) => d.file === undefined || d.file.startsWith(project));
+    if (diagnostics.length > 0) throw new Error(`the typed service test/types/${service} does not compile against the packed types:\n${format(diagnostics, project)}`);
+  }
+  console.log(`the typed services (${TYPED_SERVICES.join(", ")}) compile against the packed types as strict ES modules`);
+}
+
 function main() {
   const root = process.cwd();
   const dir = mkdtempSync(join(tmpdir(), "jsip-pack-"));
@@ -188,6 +214,7 @@ function main() {
     const loaded = loadProblems(loadEntries(project));
     if (loaded.length > 0) throw new Error(`the packed package does not load:\n  ${loaded.join("\n  ")}`);
     console.log(`require() and import load ${ENTRIES.join(", ")} from the tarball, with the same names`);
+    checkTypedServices(root, project);
     console.log("package checks passed");
   } finally {
     rmSync(dir, { recursive: true, force: true });

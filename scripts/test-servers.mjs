@@ -2,8 +2,11 @@
 // npm run test:servers — the real-server tests (test/integration and the short scenarios of
 // test/reliability) once per row of the matrix in scripts/matrix.json, one row after another:
 // each row its own nats-server binary, Node.js runtime and @nats-io client, all from .cache/
-// (scripts/fetch-nats-servers.sh fills it). Then a table, and .ci/out/servers.json with the
-// totals. Exit code 1 when any row failed; the table is printed either way.
+// (scripts/fetch-nats-servers.sh fills it). A row whose client is "legacy" runs the host's side
+// (tests, helpers, examples) on the `nats` 2.x devDependency and the library on the pinned 3.x
+// peers beside it, leaving out the files its `exclude` lists. Then a table, and
+// .ci/out/servers.json with the totals. Exit code 1 when any row failed; the table is printed
+// either way.
 //
 //   npm run test:servers                         every row, the default files
 //   npm run test:servers -- --rows=1,4           some rows (1-based)
@@ -46,7 +49,9 @@ function resolveRow(row) {
   }
   let clientDir;
   let client = pkg.devDependencies["@nats-io/jetstream"];
-  if (row.client !== "pinned") {
+  if (row.client === "legacy") {
+    client = `nats ${JSON.parse(readFileSync(join(root, "node_modules", "nats", "package.json"), "utf8")).version}`;
+  } else if (row.client !== "pinned") {
     clientDir = join(cache, "nats-client", row.client);
     if (!existsSync(join(clientDir, "node_modules", "@nats-io", "jetstream"))) {
       return { error: `no client ${row.client} in .cache/nats-client: ${FETCH_HINT}` };
@@ -55,14 +60,18 @@ function resolveRow(row) {
   }
   const serverVersion = /v?(\d+\.\d+\.\d+)/.exec(spawnSync(server, ["--version"], { encoding: "utf8" }).stdout ?? "")?.[1] ?? "?";
   const nodeVersion = spawnSync(node, ["--version"], { encoding: "utf8" }).stdout.trim().replace(/^v/, "");
-  return { server, serverVersion, node, nodeVersion, clientDir, client };
+  return { server, serverVersion, node, nodeVersion, clientDir, client, legacy: row.client === "legacy", exclude: row.exclude ?? [] };
 }
 
 function runVitest(r, report) {
   const env = { ...process.env, NATS_SERVER_BIN: r.server, PATH: `${dirname(r.node)}:${process.env.PATH ?? ""}`, JSIP_TEST_WORKERS: String(MAX_WORKERS) };
   delete env.JSIP_NATS_CLIENT_DIR;
+  delete env.JSIP_NATS_CLIENT;
   delete env.JSIP_NATS_SERVER_VERSION;
   if (r.clientDir) env.JSIP_NATS_CLIENT_DIR = r.clientDir;
+  if (r.legacy) env.JSIP_NATS_CLIENT = "legacy";
+  delete env.JSIP_TEST_EXCLUDE;
+  if (r.exclude.length > 0) env.JSIP_TEST_EXCLUDE = r.exclude.join(",");
   const argv = [
     join(root, "node_modules", "vitest", "vitest.mjs"),
     "run",
@@ -107,7 +116,8 @@ for (const row of rows) {
     results.push({ row: row.index, server: row.server, node: row.node, client: row.client, files: 0, passed: 0, failed: 1, durationS: 0, ok: false, failures: [r.error] });
     continue;
   }
-  console.log(`\n::: row ${row.index}/${manifest.rows.length}: nats-server ${r.serverVersion}, Node ${r.nodeVersion}, client ${r.client}`);
+  const without = r.exclude.length > 0 ? ` (without ${r.exclude.join(", ")})` : "";
+  console.log(`\n::: row ${row.index}/${manifest.rows.length}: nats-server ${r.serverVersion}, Node ${r.nodeVersion}, client ${r.client}${without}`);
   const report = join(outDir, "servers", `row-${row.index}.json`);
   rmSync(report, { force: true });
   const started = performance.now();

@@ -47,6 +47,9 @@ export type { HeartbeatFailedEvent, HeartbeatLimitEvent, HeartbeatSentEvent, Lea
 export type { EventLoopStallEvent } from "./lease/stall-watch.js";
 export type { BatchSettledEvent, MessageExhaustedEvent } from "./settle/settle-events.js";
 
+// The NATS client's objects, as the library reads them (either client fits).
+export type { JetStreamManagerLike, JsMsgLike, MsgHdrsLike, NatsConnectionLike, PullConsumerLike } from "./nats/client-types.js";
+
 // Heartbeat supervision.
 export { withInProgress } from "./lease/with-in-progress.js";
 export type { HeartbeatConfirmation, Lease, WithInProgressOptions, WorkContext } from "./lease/work-context.js";
@@ -62,6 +65,7 @@ export type {
   TemporaryFailureAction,
   WriteReport,
 } from "./settle/batch-result.js";
+export type { WriteReportCheck, WriteReportExpected } from "./settle/write-check.js";
 export type { ConfirmAckOptions } from "./settle/frames.js";
 export { DeadLetterHeaders } from "./settle/dead-letter.js";
 export type { DeadLetterTarget } from "./settle/dead-letter.js";

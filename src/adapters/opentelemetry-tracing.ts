@@ -4,7 +4,6 @@
  * producer context, with the host's write running inside it.
  */
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, context, propagation, trace, type Attributes, type Link, type TextMapGetter, type Tracer, type TracerProvider } from "@opentelemetry/api";
-import type { JsMsg } from "@nats-io/jetstream";
 import { version } from "../../package.json";
 import type { BatchTrace, TracedBatch, Tracing } from "../telemetry/tracing.js";
 import { readAdapterOptions } from "./adapter-options.js";
@@ -25,12 +24,15 @@ export interface OpenTelemetryTracingOptions {
   readonly tracerProvider?: TracerProvider;
 }
 
+/** A message as the tracing hook hands it over. */
+type TracedMessage = TracedBatch["messages"][number];
+
 const FN = "openTelemetryTracing";
 const KNOWN_OPTIONS = ["tracerProvider"] as const;
 const TRACER_NAME = "jetstream-inprogress";
 
 /** Reads trace context from NATS message headers (only the keys the propagator asks for). */
-const headerGetter: TextMapGetter<JsMsg["headers"]> = {
+const headerGetter: TextMapGetter<TracedMessage["headers"]> = {
   keys: (carrier) => {
     try {
       return carrier ? [...carrier.keys()] : [];
@@ -134,11 +136,11 @@ function startSpan(tracer: Tracer, batch: TracedBatch): BatchTrace {
 }
 
 /** One link per message whose headers carry a valid producer context (duplicates kept once). */
-function producerLinks(messages: readonly JsMsg[]): Link[] {
+function producerLinks(messages: readonly TracedMessage[]): Link[] {
   const links: Link[] = [];
   const seen = new Set<string>();
   for (const m of messages) {
-    let headers: JsMsg["headers"];
+    let headers: TracedMessage["headers"];
     try {
       headers = m.headers;
     } catch {
@@ -155,7 +157,7 @@ function producerLinks(messages: readonly JsMsg[]): Link[] {
   return links;
 }
 
-function readInfo(m: JsMsg): { streamSequence: number; deliveryCount: number } | undefined {
+function readInfo(m: TracedMessage): { streamSequence: number; deliveryCount: number } | undefined {
   try {
     const info = m.info;
     return typeof info?.streamSequence === "number" && typeof info.deliveryCount === "number"

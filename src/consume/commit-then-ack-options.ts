@@ -1,9 +1,9 @@
 /**
  * The options of `CommitThenAck`, checked once at construction.
  */
-import type { NatsConnection } from "@nats-io/transport-node";
 import { checkHeartbeatThreadOption } from "../lease/heartbeat-thread-options.js";
 import type { WithInProgressOptions } from "../lease/work-context.js";
+import type { JsMsgLike, NatsConnectionLike } from "../nats/client-types.js";
 import type { BackOffMode, ConsumerTiming, DisabledInProgressPolicy, InProgressPolicy, VerifiedInProgressPolicy } from "../policy/in-progress-policy.js";
 import { readOptionKeys } from "../policy/option-keys.js";
 import { isIntegerIn } from "../policy/untrusted.js";
@@ -84,7 +84,7 @@ export interface CommitThenAckOptions {
    * 2.10.4+), to send ACK retries and confirmed heartbeats, and to notice a closed connection.
    * Without it, each message's own connection is used.
    */
-  readonly connection?: Pick<NatsConnection, "request" | "isClosed" | "info">;
+  readonly connection?: NatsConnectionLike;
   /**
    * Heartbeat fine-tuning, as in `withInProgress`: `onLimit` (`"continue"`, default, or
    * `"abort"` at `maxHeartbeats`), `confirm` (server-confirmed beats), `requireProgress`
@@ -136,12 +136,14 @@ export interface ForConsumerOptions extends Omit<CommitThenAckOptions, "inProgre
 /**
  * Per-call options of {@link CommitThenAck.process}.
  *
+ * @typeParam M - the batch's message type (`receivedAt` gets the messages back).
+ *
  * @example
  * ```ts
  * await ack.process(msgs, write, { receivedAt: fetchedAt, signal: AbortSignal.timeout(60_000) });
  * ```
  */
-export interface ProcessOptions {
+export interface ProcessOptions<M extends JsMsgLike = JsMsgLike> {
   /** Cancels this batch (combined with the instance's signal): `ctx.signal` aborts, nothing is acknowledged that did not commit. */
   readonly signal?: AbortSignal;
   /**
@@ -149,7 +151,7 @@ export interface ProcessOptions {
    * counts AckWait from delivery, so time spent before the write brings the first beat
    * forward. Default: now.
    */
-  readonly receivedAt?: WithInProgressOptions["receivedAt"];
+  readonly receivedAt?: WithInProgressOptions<M>["receivedAt"];
 }
 
 /** The keys each options object knows; anything else is refused. */

@@ -6,6 +6,7 @@
  */
 import type { JetStreamManager, JsMsg } from "@nats-io/jetstream";
 import type { WorkContext } from "../lease/work-context.js";
+import type { JetStreamManagerLike, JsMsgLike, PullConsumerLike } from "../nats/client-types.js";
 import { connectionOfConsumer, serverVersionOf } from "../nats/connection-state.js";
 import { DEFAULT_IN_PROGRESS_POLICY, type DisabledInProgressPolicy, type VerifiedInProgressPolicy } from "../policy/in-progress-policy.js";
 import { readOptionKeys } from "../policy/option-keys.js";
@@ -13,6 +14,7 @@ import { isVerifiedPolicy } from "../policy/verified-policies.js";
 import type { BatchResult, BatchWrite } from "../settle/batch-result.js";
 import { DeliveryLimits } from "../settle/delivery-limits.js";
 import { Settler } from "../settle/settler.js";
+import type { WriteReportCheck } from "../settle/write-check.js";
 import { MetricsRecorder } from "../telemetry/metrics-recorder.js";
 import { BatchRunner } from "./batch-runner.js";
 import {
@@ -120,8 +122,9 @@ export class CommitThenAck {
    * closed before anything is fetched. With `deadLetter` it also looks up which stream captures
    * the dead-letter subject (`streams.find`, skipped after 2 s or without the permission).
    *
-   * @param jsm - a JetStream manager (`await jetstreamManager(nc)`): `consumers.info` is
-   *   called, and `streams.find` with `deadLetter`.
+   * @param jsm - a JetStream manager (`await jetstreamManager(nc)`, or `await
+   *   nc.jetstreamManager()` with `nats` 2.x): `consumers.info` is called, and `streams.find`
+   *   with `deadLetter`.
    * @param stream - the stream name.
    * @param consumer - the durable consumer's name.
    * @param options - instance options plus the policy to verify and the expected AckWait.
@@ -142,7 +145,7 @@ export class CommitThenAck {
    * ```
    */
   static async forConsumer(
-    jsm: Pick<JetStreamManager, "consumers">,
+    jsm: JetStreamManagerLike,
     stream: string,
     consumer: string,
     options: ForConsumerOptions = {},
@@ -194,6 +197,10 @@ export class CommitThenAck {
    * Runs `write` for a batch under the heartbeat policy, then settles every message. Never
    * rejects for a failed write or a failed settle: the result says what happened.
    *
+   * @typeParam M - the client's message type, inferred from `msgs`: `write` and the result
+   *   see the same messages.
+   * @typeParam R - what `write` returns; a value with a `failed` key must be a
+   *   {@link WriteReport} (see {@link WriteReportCheck}), or the call does not compile.
    * @param msgs - the batch, as fetched.
    * @param write - the host's write; resolve only when durable.
    * @param options - per-batch signal and receive time.
@@ -208,6 +215,7 @@ export class CommitThenAck {
    * console.log(result.outcome, result.acked);
    * ```
    */
+  process<M extends JsMsgLike, R>(msgs: readonly M[], write: (msgs: readonly M[], ctx: WorkContext) => R & WriteReportCheck<R>, options?: ProcessOptions<M>): Promise<BatchResult<M>>;
   async process(msgs: readonly JsMsg[], write: BatchWrite, options: ProcessOptions = {}): Promise<BatchResult> {
     if (!Array.isArray(msgs)) throw new TypeError("msgs must be an array of JsMsg (a fetched batch)");
     if (typeof write !== "function") throw new TypeError("write must be a function (msgs, ctx) => Promise<void>");
@@ -286,6 +294,9 @@ export class CommitThenAck {
    * `pinned_client` consumer is read through one long-lived subscription that keeps the pin
    * (a new pull would carry none), whose refills ask only for what the loop can start.
    *
+   * @typeParam M - the client's message type, inferred from the consumer.
+   * @typeParam R - what `write` returns; a value with a `failed` key must be a
+   *   {@link WriteReport} (see {@link WriteReportCheck}), or the call does not compile.
    * @param consumer - a pull consumer (`js.consumers.get(stream, durable)`).
    * @param write - the host's write for one batch.
    * @param options - batch size, pull expiry, concurrency, signal, callbacks, pull options.
@@ -304,6 +315,7 @@ export class CommitThenAck {
    * });
    * ```
    */
+  run<M extends JsMsgLike, R>(consumer: PullConsumerLike<M>, write: (msgs: readonly M[], ctx: WorkContext) => R & WriteReportCheck<R>, options?: RunOptions<M>): Promise<void>;
   async run(consumer: LoopConsumer, write: BatchWrite, options: RunOptions = {}): Promise<void> {
     if (!consumer || typeof consumer.fetch !== "function") throw new TypeError("consumer must be a pull consumer (js.consumers.get(stream, durable))");
     if (typeof write !== "function") throw new TypeError("write must be a function (msgs, ctx) => Promise<void>");
@@ -332,8 +344,9 @@ export class CommitThenAck {
    * choose the settle path. Pull expiry, shutdown, abandoned handlers, errors and priority
    * groups as for {@link CommitThenAck.run}; every settled message goes to `onResult`.
    *
+   * @typeParam M - the client's message type, inferred from the consumer.
    * @param consumer - a pull consumer (`js.consumers.get(stream, durable)`).
-   * @param handle - the host's work for one message.
+   * @param handle - the host's work for one message; what it returns is not read.
    * @param options - concurrency, pull size and expiry, signal, callbacks, pull options.
    * @returns a promise that resolves after a graceful stop.
    * @throws `TypeError` for bad options; {@link ConsumerPolicyError} (`priority_group_required`).
@@ -347,7 +360,8 @@ export class CommitThenAck {
    * }, { concurrency: 32, signal: shutdown.signal });
    * ```
    */
-  async runEach(consumer: LoopConsumer, handle: (msg: JsMsg, ctx: WorkContext) => unknown, options: RunEachOptions = {}): Promise<void> {
+  runEach<M extends JsMsgLike>(consumer: PullConsumerLike<M>, handle: (msg: M, ctx: WorkContext) => unknown, options?: RunEachOptions<M>): Promise<void>;
+  async runEach(consumer: LoopConsumer, handle: (msg: JsMsgLike, ctx: WorkContext) => unknown, options: RunEachOptions = {}): Promise<void> {
     if (!consumer || typeof consumer.fetch !== "function") throw new TypeError("consumer must be a pull consumer (js.consumers.get(stream, durable))");
     if (typeof handle !== "function") throw new TypeError("handle must be a function (msg, ctx) => Promise<unknown>");
     const settings = validateRunEachOptions(options);

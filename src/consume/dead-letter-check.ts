@@ -50,10 +50,11 @@ export async function checkDeadLetterSubject(jsm: unknown, stream: string, consu
   }
 }
 
+/** No stream captures the subject: a `StreamNotFoundError` of the 3.x client, a plain `Error` of nats 2.x. */
 function isNoMatch(err: unknown): boolean {
   try {
     const e = err as { name?: unknown; message?: unknown };
-    return e.name === "StreamNotFoundError" && typeof e.message === "string" && /no stream matches subject/i.test(e.message);
+    return (e.name === "StreamNotFoundError" || e.name === "Error") && typeof e.message === "string" && /no stream matches subject/i.test(e.message);
   } catch {
     return false;
   }

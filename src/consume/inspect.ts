@@ -3,8 +3,9 @@
  * setup, and the only permission it needs is consumer info. Everything that is missing,
  * unreadable or unsafe fails closed with a {@link ConsumerPolicyError}.
  */
-import type { ConsumerInfo, JetStreamManager } from "@nats-io/jetstream";
+import type { ConsumerInfo } from "@nats-io/jetstream";
 import { ConsumerPolicyError } from "../errors.js";
+import type { JetStreamManagerLike } from "../nats/client-types.js";
 import { checkInProgressPolicy } from "../policy/check-policy.js";
 import { consumerTimingFromConfig } from "../policy/consumer-timing.js";
 import type { BackOffMode, ConsumerTiming, InProgressPolicy, VerifiedInProgressPolicy } from "../policy/in-progress-policy.js";
@@ -33,7 +34,7 @@ export interface Inspection {
 
 /** Reads and checks a durable consumer; throws {@link ConsumerPolicyError} when it is unsuitable. */
 export async function inspectConsumer(
-  jsm: Pick<JetStreamManager, "consumers">,
+  jsm: JetStreamManagerLike,
   stream: string,
   consumer: string,
   options: InspectOptions,
@@ -43,7 +44,8 @@ export async function inspectConsumer(
 
   let info: ConsumerInfo;
   try {
-    info = await jsm.consumers.info(stream, consumer);
+    // Read as untrusted data below, whichever client answered.
+    info = (await jsm.consumers.info(stream, consumer)) as ConsumerInfo;
   } catch (err) {
     if (isNotFound(err)) throw fail("consumer_not_found", "the stream or the durable consumer does not exist: create it before starting workers", { cause: err });
     throw fail(
@@ -53,7 +55,7 @@ export async function inspectConsumer(
     );
   }
 
-  const config = (info as { config?: Record<string, unknown> }).config ?? {};
+  const config = ((info as { config?: unknown }).config ?? {}) as Record<string, unknown>;
   if (typeof config["durable_name"] !== "string" || config["durable_name"] === "") {
     throw fail("not_durable", "it is not a durable consumer: workers that share work need a durable consumer (set durable_name)");
   }
@@ -97,10 +99,12 @@ function policyFields(policy: InspectOptions["inProgress"]): unknown {
   return { enabled, intervalMs, maxHeartbeats, shutdownTimeoutMs };
 }
 
+/** Consumer or stream not found: the 3.x client's error classes and codes, or the JetStream API error nats 2.x keeps in `api_error`. */
 function isNotFound(err: unknown): boolean {
-  const e = err as { name?: unknown; code?: unknown; status?: unknown } | null;
+  const e = err as { name?: unknown; code?: unknown; status?: unknown; api_error?: { err_code?: unknown } } | null;
   if (!e || typeof e !== "object") return false;
-  return e.name === "ConsumerNotFoundError" || e.name === "StreamNotFoundError" || e.code === 10014 || e.code === 10059 || e.status === 404;
+  const apiCode = e.api_error?.err_code;
+  return e.name === "ConsumerNotFoundError" || e.name === "StreamNotFoundError" || e.code === 10014 || e.code === 10059 || e.status === 404 || apiCode === 10014 || apiCode === 10059;
 }
 
 function errorLabel(err: unknown): string {

@@ -1,10 +1,10 @@
 /**
  * The options of the consumer loops (`run`, `runEach`), checked once before the first pull.
  */
-import type { JsMsg } from "@nats-io/jetstream";
 import { ConsumerPolicyError } from "../errors.js";
 import { readOptionKeys } from "../policy/option-keys.js";
 import { isIntegerIn } from "../policy/untrusted.js";
+import type { JsMsgLike } from "../nats/client-types.js";
 import type { BatchResult } from "../settle/batch-result.js";
 import type { ConsumerBinding } from "./consumer-binding.js";
 
@@ -58,6 +58,8 @@ export interface RunErrorContext {
 /**
  * Options of {@link CommitThenAck.run}.
  *
+ * @typeParam M - the consumer's message type (`onBatch` gets its results).
+ *
  * @example
  * ```ts
  * const options: RunOptions = {
@@ -69,7 +71,7 @@ export interface RunErrorContext {
  * };
  * ```
  */
-export interface RunOptions {
+export interface RunOptions<M extends JsMsgLike = JsMsgLike> {
   /** Messages per pull and per write, integer 1 ..= 10,000; default 100. */
   readonly batchSize?: number;
   /**
@@ -88,7 +90,7 @@ export interface RunOptions {
   /** Stops the loop gracefully (combined with the instance's signal). */
   readonly signal?: AbortSignal;
   /** Every settled batch's result. Throwing is reported to `onError` and never stops the loop. */
-  readonly onBatch?: (result: BatchResult) => void;
+  readonly onBatch?: (result: BatchResult<M>) => void;
   /** Every error the loop sees, with what it was doing. Throwing is ignored. */
   readonly onError?: (error: unknown, context: RunErrorContext) => void;
   /** Passed to every pull request (priority groups, nats-server 2.11+). */
@@ -98,12 +100,14 @@ export interface RunOptions {
 /**
  * Options of {@link CommitThenAck.runEach}.
  *
+ * @typeParam M - the consumer's message type (`onResult` gets its results).
+ *
  * @example
  * ```ts
  * const options: RunEachOptions = { concurrency: 32, signal: shutdown.signal, onResult: (r) => metrics.observe(r.writeMs) };
  * ```
  */
-export interface RunEachOptions {
+export interface RunEachOptions<M extends JsMsgLike = JsMsgLike> {
   /** Handlers running at once, integer 1 ..= 10,000; default 1. */
   readonly concurrency?: number;
   /**
@@ -121,7 +125,7 @@ export interface RunEachOptions {
   /** Stops the loop gracefully (combined with the instance's signal). */
   readonly signal?: AbortSignal;
   /** Every settled message's result (a batch of one: `result.messages[0]`). Throwing is reported and ignored. */
-  readonly onResult?: (result: BatchResult) => void;
+  readonly onResult?: (result: BatchResult<M>) => void;
   /** Every error the loop sees, with what it was doing. Throwing is ignored. */
   readonly onError?: (error: unknown, context: RunErrorContext) => void;
   /** Passed to every pull request (priority groups, nats-server 2.11+). */
@@ -255,7 +259,7 @@ export function reportSettled(settings: LoopSettings, result: BatchResult): void
 }
 
 /** The messages' receive times, by position in the batch. */
-export type ReceivedAt = (m: JsMsg, index: number) => number | undefined;
+export type ReceivedAt = (m: JsMsgLike, index: number) => number | undefined;
 
 function callback<F>(fn: string, name: string, value: F | undefined): F | undefined {
   if (value !== undefined && typeof value !== "function") throw new TypeError(`${fn} options.${name} must be a function`);

@@ -41,10 +41,11 @@ export class AckNotConfirmedError extends Error {
 }
 
 function failureKind(err: unknown): AckNotConfirmedError["lastFailure"] {
-  // Walk the cause chain by class name only; messages are never read.
+  // Walk the cause chain by class name (and nats 2.x's error code) only; messages are never read.
   for (let e = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
-    if (e.name === "TimeoutError") return "timeout";
-    if (e.name === "NoResponders" || e.name === "NoRespondersError") return "no_responders";
+    const code = (e as { code?: unknown }).code;
+    if (e.name === "TimeoutError" || code === "TIMEOUT") return "timeout";
+    if (e.name === "NoResponders" || e.name === "NoRespondersError" || code === "503") return "no_responders";
   }
   return "error";
 }

@@ -2,7 +2,6 @@
  * The options of `watchConsumer`, checked once: a misspelt or out-of-range option is a
  * `TypeError` naming the field, the value, the limit and the fix.
  */
-import type { ConsumerAPI } from "@nats-io/jetstream";
 import type { DisabledInProgressPolicy, VerifiedInProgressPolicy } from "../policy/in-progress-policy.js";
 import { readOptionKeys } from "../policy/option-keys.js";
 import { isVerifiedPolicy } from "../policy/verified-policies.js";
@@ -37,7 +36,8 @@ const KNOWN_OPTIONS: readonly string[] = Object.freeze([
 
 /**
  * What {@link watchConsumer} needs from a JetStream manager: only `consumers.info`. A
- * `JetStreamManager` fits; so does anything else with that one method, and an identity that
+ * `JetStreamManager` of `@nats-io/jetstream` 3.x or of `nats` 2.x fits; so does anything else
+ * with that one method (its answer is read as untrusted data), and an identity that
  * may only publish to `$JS.API.CONSUMER.INFO.<stream>.<consumer>` (and receive its replies)
  * is enough. Create such a manager with `jetstreamManager(nc, { checkAPI: false })`, since
  * the default check reads account info.
@@ -50,7 +50,10 @@ const KNOWN_OPTIONS: readonly string[] = Object.freeze([
  */
 export interface ConsumerInfoSource {
   /** The consumer API; only `info(stream, consumer)` is called. */
-  readonly consumers: Pick<ConsumerAPI, "info">;
+  readonly consumers: {
+    /** The consumer's info: its state (delivered, ack floor, pending) and config. */
+    info(stream: string, consumer: string): Promise<unknown>;
+  };
 }
 
 /**

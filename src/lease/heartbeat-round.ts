@@ -3,8 +3,8 @@
  * (`JsMsg.working()`, fire-and-forget) or sent as requests the server answers.
  */
 import type { JsMsg } from "@nats-io/jetstream";
-import type { NatsConnection } from "@nats-io/transport-node";
 import { ConnectionClosedError, DisconnectedError } from "../errors.js";
+import type { NatsConnectionLike } from "../nats/client-types.js";
 import { batchConnectionClosed, connectionDown } from "../nats/connection-state.js";
 import { isSettled, replySubject } from "../nats/message-access.js";
 
@@ -23,10 +23,10 @@ export interface RoundResult {
 }
 
 /** A connection able to answer whether it is closed (structural, so tests can pass a fake). */
-export type ClosableConnection = Pick<NatsConnection, "isClosed">;
+export type ClosableConnection = Pick<NatsConnectionLike, "isClosed">;
 
 /** A connection able to send confirmed heartbeats. */
-export type RequestConnection = Pick<NatsConnection, "request"> & Partial<ClosableConnection>;
+export type RequestConnection = Pick<NatsConnectionLike, "request"> & Partial<ClosableConnection>;
 
 const WPI = "+WPI";
 

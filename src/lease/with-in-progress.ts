@@ -4,6 +4,7 @@
  */
 import type { JsMsg } from "@nats-io/jetstream";
 import { InProgressPolicyError } from "../errors.js";
+import type { JsMsgLike } from "../nats/client-types.js";
 import { DEFAULT_IN_PROGRESS_POLICY, type DisabledInProgressPolicy, type VerifiedInProgressPolicy } from "../policy/in-progress-policy.js";
 import { readOptionKeys } from "../policy/option-keys.js";
 import { isVerifiedPolicy } from "../policy/verified-policies.js";
@@ -39,6 +40,9 @@ import { SupervisedContext, WorkRun } from "./work-run.js";
  *
  * All batches share one unref'd timer per process.
  *
+ * @typeParam T - what `work` returns.
+ * @typeParam M - the client's message type (`JsMsg` of `@nats-io/jetstream` 3.x or of `nats`
+ *   2.x); `options.receivedAt` gets these messages back.
  * @param msgs - one message or a batch, as delivered by a durable consumer with explicit acks
  *   (the first and the last are checked up front; any other element that is not a message
  *   gets failed beats, never a crash).
@@ -61,11 +65,11 @@ import { SupervisedContext, WorkRun } from "./work-run.js";
  * for (const m of batch) m.ack(); // only after the write resolved
  * ```
  */
-export function withInProgress<T>(
-  msgs: JsMsg | readonly JsMsg[],
+export function withInProgress<T, M extends JsMsgLike = JsMsgLike>(
+  msgs: M | readonly M[],
   work: (ctx: WorkContext) => Promise<T> | T,
   policy: VerifiedInProgressPolicy | DisabledInProgressPolicy,
-  options?: WithInProgressOptions,
+  options?: WithInProgressOptions<M>,
 ): Promise<T> {
   // superviseWork is async: every error, even an argument error, arrives as a rejection.
   return superviseWork(msgs, work, policy, options, sharedScheduler());
@@ -81,11 +85,11 @@ export function withInProgress<T>(
  *
  * @internal
  */
-export async function superviseWork<T>(
-  msgs: JsMsg | readonly JsMsg[],
+export async function superviseWork<T, M extends JsMsgLike = JsMsgLike>(
+  msgs: M | readonly M[],
   work: (ctx: WorkContext) => Promise<T> | T,
   policy: VerifiedInProgressPolicy | DisabledInProgressPolicy,
-  options: WithInProgressOptions | undefined,
+  options: WithInProgressOptions<M> | undefined,
   scheduler: Scheduler,
   batchId?: number,
   trace: TraceRecorder = TraceRecorder.NONE,

@@ -2,8 +2,7 @@
  * What the host's work sees while it runs under supervision, and the options of
  * `withInProgress`. Types only.
  */
-import type { JsMsg } from "@nats-io/jetstream";
-import type { NatsConnection } from "@nats-io/transport-node";
+import type { JsMsgLike, NatsConnectionLike } from "../nats/client-types.js";
 import type { MetricsSink } from "../telemetry/metrics-sink.js";
 import type { HeartbeatThreadOption } from "./heartbeat-thread-options.js";
 
@@ -72,7 +71,7 @@ export interface WorkContext {
  */
 export interface HeartbeatConfirmation {
   /** The connection the messages arrived on (or any connection to the same account). */
-  readonly connection: Pick<NatsConnection, "request">;
+  readonly connection: Pick<NatsConnectionLike, "request">;
   /** Reply timeout per beat; default half the interval, at most 5000 ms. */
   readonly timeoutMs?: number;
 }
@@ -80,12 +79,14 @@ export interface HeartbeatConfirmation {
 /**
  * Options of {@link withInProgress}.
  *
+ * @typeParam M - the messages' type, as passed to `withInProgress` (`receivedAt` gets them).
+ *
  * @example
  * ```ts
  * const options: WithInProgressOptions = { signal: shutdown.signal, metrics, receivedAt: Date.now() };
  * ```
  */
-export interface WithInProgressOptions {
+export interface WithInProgressOptions<M extends JsMsgLike = JsMsgLike> {
   /**
    * Cancels the work (a shutdown): `ctx.signal` aborts with the same reason, and the lease is
    * kept while the work drains — beats go on, never past `maxHeartbeats` — until it settles or
@@ -99,13 +100,13 @@ export interface WithInProgressOptions {
    * JetStream counts the deadline from delivery, so time spent in a buffer brings the first
    * beat forward. Default: now.
    */
-  readonly receivedAt?: number | Date | ((msg: JsMsg, index: number) => number | Date | undefined);
+  readonly receivedAt?: number | Date | ((msg: M, index: number) => number | Date | undefined);
   /** What to do when `maxHeartbeats` is reached: let the work go on (default) or abort `ctx.signal`. */
   readonly onLimit?: "continue" | "abort";
   /** Opt-in server-confirmed heartbeats. Without it, success means "handed to the client". */
   readonly confirm?: HeartbeatConfirmation;
   /** The messages' connection, so a closed connection ends supervision at once. */
-  readonly connection?: Pick<NatsConnection, "isClosed">;
+  readonly connection?: Pick<NatsConnectionLike, "isClosed">;
   /** Send a beat only if the work called `ctx.progress()` since the previous one (stuck is not slow). */
   readonly requireProgress?: boolean;
   /**

@@ -2,8 +2,8 @@
  * What a write may return, and what settling a batch reports: the result of every message
  * and of the batch. Types only.
  */
-import type { JsMsg } from "@nats-io/jetstream";
 import type { WorkContext } from "../lease/work-context.js";
+import type { JsMsgLike } from "../nats/client-types.js";
 
 /**
  * What to do with a message whose write failed temporarily (a {@link TemporarySinkError}, or
@@ -64,9 +64,9 @@ export type TemporaryFailureAction =
  * });
  * ```
  */
-export interface WriteReport {
+export interface WriteReport<M extends JsMsgLike = JsMsgLike> {
   /** The messages that were not written, each with its error. */
-  readonly failed: readonly FailedMessage[];
+  readonly failed: readonly FailedMessage<M>[];
 }
 
 /**
@@ -77,9 +77,9 @@ export interface WriteReport {
  * const f: FailedMessage = { msg, error: new TemporarySinkError("row locked") };
  * ```
  */
-export interface FailedMessage {
+export interface FailedMessage<M extends JsMsgLike = JsMsgLike> {
   /** A message of the batch. */
-  readonly msg: JsMsg;
+  readonly msg: M;
   /** Why it failed; its class decides how it is settled. */
   readonly error: unknown;
 }
@@ -99,7 +99,11 @@ export interface FailedMessage {
  * };
  * ```
  */
-export type BatchWrite = (msgs: readonly JsMsg[], ctx: WorkContext) => unknown;
+// Declared through a method, so a function whose parameter names the client's own JsMsg fits.
+export type BatchWrite<M extends JsMsgLike = JsMsgLike> = {
+  /** Writes `msgs`; resolves once they are durable. */
+  write(msgs: readonly M[], ctx: WorkContext): unknown;
+}["write"];
 
 /**
  * What happened to one message.
@@ -109,9 +113,9 @@ export type BatchWrite = (msgs: readonly JsMsg[], ctx: WorkContext) => unknown;
  * for (const r of result.messages) if (r.action === "left") console.warn("will be redelivered");
  * ```
  */
-export interface MessageResult {
+export interface MessageResult<M extends JsMsgLike = JsMsgLike> {
   /** The message. */
-  readonly msg: JsMsg;
+  readonly msg: M;
   /**
    * The frame it got: `acked`, `nacked`, `termed`, `dead_lettered` (then acked), `left`
    * (nothing sent; it will be redelivered), `exhausted` (nothing sent on its last allowed
@@ -161,7 +165,7 @@ export type BatchOutcome = "acked" | "nacked" | "termed" | "dead_lettered" | "le
  * if (result.outcome !== "acked") log.warn({ outcome: result.outcome, error: result.error });
  * ```
  */
-export interface BatchResult {
+export interface BatchResult<M extends JsMsgLike = JsMsgLike> {
   /** The batch outcome. */
   readonly outcome: BatchOutcome;
   /** Messages acknowledged (after a durable write). */
@@ -194,6 +198,6 @@ export interface BatchResult {
   /** Duration of the write in milliseconds. */
   readonly writeMs: number;
   /** Per-message detail, in batch order. */
-  readonly messages: readonly MessageResult[];
+  readonly messages: readonly MessageResult<M>[];
 }
 

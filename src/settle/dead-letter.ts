@@ -3,8 +3,8 @@
  * to confirm it. The caller acknowledges the original only after that.
  */
 import type { JsMsg } from "@nats-io/jetstream";
-import type { MsgHdrs } from "@nats-io/transport-node";
 import { DeadLetterError, errorName } from "../errors.js";
+import type { JsMsgLike, MsgHdrsLike } from "../nats/client-types.js";
 import { deliveryInfo } from "../nats/message-access.js";
 
 /**
@@ -49,13 +49,13 @@ export const DeadLetterHeaders = {
  * ```
  */
 export interface DeadLetterTarget {
-  /** A JetStream client (`jetstream(nc)`); only `publish` is used. */
+  /** A JetStream client (`jetstream(nc)`, or `nc.jetstream()` with `nats` 2.x); only `publish` is used. */
   readonly js: {
     /** Publishes and resolves with the stream's ack (`JetStreamClient.publish`). */
     publish(
       subject: string,
       payload?: Uint8Array | string,
-      options?: { headers?: MsgHdrs; msgID?: string; timeout?: number },
+      options?: { headers?: MsgHdrsLike; msgID?: string; timeout?: number },
     ): Promise<unknown>;
   };
   /** The dead-letter subject, a literal subject that a stream other than the source captures. */
@@ -67,7 +67,8 @@ export interface DeadLetterTarget {
    * publish with the original message and the error that sent it here (your
    * `PermanentSinkError`, or the last error on its final delivery); return a record of names to
    * values, any iterable of `[name, value]` pairs (a `Headers`, a `Map`, a NATS `MsgHdrs`), or
-   * nothing. Default: none.
+   * nothing. Default: none. `msg` is typed as the library reads it ({@link JsMsgLike}); a
+   * function that declares it as your client's `JsMsg` fits as well.
    *
    * Nothing of the error is copied by default, since an error's message can hold payload
    * fragments or credentials: whether the reason travels with the copy is your choice.
@@ -81,10 +82,10 @@ export interface DeadLetterTarget {
    * reason `headers_refused` as `settleError` (its `cause` says what was wrong), which the loops
    * report to `onError` (`during: "settle"`) and `settle_failures_total` counts.
    */
-  readonly headers?: (
-    msg: JsMsg,
+  headers?(
+    msg: JsMsgLike,
     error: unknown,
-  ) => Readonly<Record<string, string | readonly string[]>> | Iterable<readonly [string, string | readonly string[]]> | undefined;
+  ): Readonly<Record<string, string | readonly string[]>> | Iterable<readonly [string, string | readonly string[]]> | undefined;
 }
 
 /** The most bytes of names and values the host's headers may add to one copy, and the most entries. */

@@ -3,7 +3,7 @@
  * no tracing library), and the library's guarded handle on it, so a throwing tracer never
  * reaches the heartbeat, the write or the caller.
  */
-import type { JsMsg } from "@nats-io/jetstream";
+import type { JsMsgLike } from "../nats/client-types.js";
 
 /**
  * What the library tells a tracer about one batch (or, under `runEach`, one message) as it
@@ -34,7 +34,7 @@ export interface TracedBatch {
   /** The durable consumer that delivered them, when known. */
   readonly consumer: string | undefined;
   /** The messages, in batch order. Read their headers only for trace context. */
-  readonly messages: readonly JsMsg[];
+  readonly messages: readonly JsMsgLike[];
 }
 
 /**

@@ -17,8 +17,9 @@ export default function setup(): void {
     throw e;
   }
   process.env["JSIP_NATS_SERVER_VERSION"] = version;
-  // A matrix row's client: child processes (examples, workers) resolve @nats-io/* there too.
-  if (process.env["JSIP_NATS_CLIENT_DIR"]) {
+  // A matrix row's client: child processes (examples, workers) resolve @nats-io/* there too
+  // (or, on the legacy-client row, to the shims over nats 2.x).
+  if (process.env["JSIP_NATS_CLIENT_DIR"] || process.env["JSIP_NATS_CLIENT"] === "legacy") {
     const hook = join(import.meta.dirname, "client", "register.mjs");
     const current = process.env["NODE_OPTIONS"] ?? "";
     if (!current.includes(hook)) process.env["NODE_OPTIONS"] = `${current} --import "${hook}"`.trim();

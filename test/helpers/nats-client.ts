@@ -4,10 +4,19 @@
  * makes under .cache/nats-client/<version>) every `@nats-io/*` import resolves there instead:
  * in the test process through the vitest alias below, in child processes (examples, workers)
  * through the resolve hook in ./client/register.mjs (NODE_OPTIONS=--import …).
+ *
+ * With JSIP_NATS_CLIENT=legacy the host's side runs on the legacy `nats` 2.x client: the
+ * tests', helpers' and examples' `@nats-io/jetstream` and `@nats-io/transport-node` imports
+ * resolve to shims over `nats` (./client/legacy/), so every connection, manager, consumer and
+ * message handed to the library is a nats 2.x object, while the library's own imports keep the
+ * 3.x peers, as in a service that installed them beside nats 2.x.
  */
 import { existsSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join, sep } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { Plugin } from "vite";
+import { legacyShim } from "./client/legacy/map.mjs";
 
 const PACKAGES = ["jetstream", "transport-node", "nats-core"] as const;
 
@@ -34,7 +43,33 @@ export function natsClientAlias(): { find: RegExp; replacement: string }[] {
   return out;
 }
 
-/** One loaded `@nats-io/*` package: where it lives and its version. */
+/** Whether the run is on the legacy-client row (JSIP_NATS_CLIENT=legacy): the host's side on `nats` 2.x. */
+export function onLegacyClient(): boolean {
+  return process.env["JSIP_NATS_CLIENT"] === "legacy";
+}
+
+/** On the legacy-client row, the Vite plugin that resolves the host's side to the shims over `nats` 2.x (none otherwise). */
+export function legacyClientPlugin(): Plugin[] {
+  if (!onLegacyClient()) return [];
+  return [
+    {
+      name: "jsip-legacy-nats-client",
+      enforce: "pre",
+      resolveId(source, importer) {
+        const shim = legacyShim(source, importer);
+        return shim === undefined ? null : fileURLToPath(shim);
+      },
+    },
+  ];
+}
+
+/** The version of the legacy `nats` client (the devDependency). */
+export function legacyClientVersion(): string {
+  const file = createRequire(join(import.meta.dirname, "..", "..", "package.json")).resolve("nats/package.json");
+  return (JSON.parse(readFileSync(file, "utf8")) as { version: string }).version;
+}
+
+/** One loaded `@nats-io/*` (or `nats`) package: where it lives and its version. */
 export interface LoadedClientPackage {
   readonly name: string;
   readonly dir: string;
@@ -42,15 +77,15 @@ export interface LoadedClientPackage {
 }
 
 /**
- * The `@nats-io/*` packages this process has loaded, one entry per package directory (two
- * entries with one name mean two copies). The client is CommonJS, so Node's module cache
- * holds every file of it that was loaded.
+ * The `@nats-io/*` and `nats` packages this process has loaded, one entry per package
+ * directory (two entries with one name mean two copies). The clients are CommonJS, so Node's
+ * module cache holds every file of them that was loaded.
  */
 export function loadedNatsClients(): LoadedClientPackage[] {
   const cache = createRequire(import.meta.url).cache;
   const dirs = new Set<string>();
   for (const file of Object.keys(cache)) {
-    const m = new RegExp(`^(.*\\${sep}node_modules\\${sep}@nats-io\\${sep}[^\\${sep}]+)\\${sep}`).exec(file);
+    const m = new RegExp(`^(.*\\${sep}node_modules\\${sep}(?:@nats-io\\${sep}[^\\${sep}]+|nats))\\${sep}`).exec(file);
     if (m?.[1]) dirs.add(m[1]);
   }
   return [...dirs].sort().map((dir) => {

@@ -6,8 +6,7 @@
  * clock as the ack spy's.
  */
 import type { JsMsg } from "@nats-io/jetstream";
-import type { MsgHdrs } from "@nats-io/transport-node";
-import { DeadLetterHeaders, type DeadLetterTarget } from "../../src/index.js";
+import { DeadLetterHeaders, type DeadLetterTarget, type MsgHdrsLike } from "../../src/index.js";
 
 /** One delivery of one message: stream, stream sequence and delivery count. */
 export interface DeliveryKey {
@@ -128,7 +127,7 @@ export class DeadLetterLedger {
   }
 }
 
-function keyFromHeaders(h: MsgHdrs | undefined): DeliveryKey | undefined {
+function keyFromHeaders(h: MsgHdrsLike | undefined): DeliveryKey | undefined {
   const stream = h?.get(DeadLetterHeaders.STREAM);
   const seq = Number(h?.get(DeadLetterHeaders.STREAM_SEQUENCE));
   const dc = Number(h?.get(DeadLetterHeaders.DELIVERY_COUNT));

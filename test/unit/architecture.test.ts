@@ -14,7 +14,7 @@ const srcDir = join(root, "src");
 const ALLOWED: Record<string, readonly string[]> = {
   errors: [],
   policy: ["errors"],
-  telemetry: ["errors"],
+  telemetry: ["errors", "nats"],
   nats: ["errors"],
   lease: ["errors", "policy", "telemetry", "nats"],
   settle: ["errors", "policy", "telemetry", "nats", "lease"],

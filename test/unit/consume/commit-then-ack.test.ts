@@ -215,7 +215,7 @@ describe("CommitThenAck.process classification (fakes)", () => {
 
   it("a report entry whose error cannot be read still fails the message it names; the others are acked", async () => {
     const [named, other] = [fakeMsg(), fakeMsg()];
-    const entry = Object.defineProperty({ msg: named }, "error", {
+    const entry = Object.defineProperty({ msg: named, error: undefined as unknown }, "error", {
       get() {
         throw new Error("broken getter");
       },

@@ -66,7 +66,7 @@ describe("run: an abort while fetch() returns", () => {
     const shutdown = new AbortController();
     const msgs = [fakeMsg(), fakeMsg()];
     const c = consumer(() => shutdown.abort(), msgs);
-    const written: JsMsg[][] = [];
+    const written: unknown[][] = [];
     const ms = await timed(
       new CommitThenAck().run(c as never, async (batch) => void written.push([...batch]), { expiresMs: EXPIRES_MS, signal: shutdown.signal }),
     );

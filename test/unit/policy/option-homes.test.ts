@@ -25,7 +25,8 @@ describe("policy fields given outside the policy", () => {
   it.each(["run", "runEach"] as const)("maxHeartbeats and shutdownTimeoutMs in %s() options name the instance's policy", async (loop) => {
     const ack = new CommitThenAck();
     for (const key of ["maxHeartbeats", "shutdownTimeoutMs"]) {
-      const err = await ack[loop](consumer as never, write, { [key]: 3 } as never).catch((e: unknown) => e);
+      const options = { [key]: 3 } as never;
+      const err = await (loop === "run" ? ack.run(consumer as never, write, options) : ack.runEach(consumer as never, write, options)).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(TypeError);
       expect((err as Error).message).toMatch(new RegExp(`^${loop} options: unknown option "${key}" — `));
       expect((err as Error).message).toMatch(FOR_CONSUMER_POLICY);
