@@ -76,7 +76,9 @@ export interface CommitThenAckOptions {
    * server does not confirm it (`{ timeoutMs, retries }`), so an ACK lost in a leader election
    * does not turn into a duplicate write. Default: `process` sends plain ACKs; `run` and
    * `runEach` confirm theirs (one reply inbox per batch, timeout an eighth of AckWait within
-   * 200–2,000 ms, 6 retries). `false` turns confirmation off everywhere.
+   * 200–2,000 ms, 6 retries, and while the server answers "no responders" up to a minute).
+   * Given here, the window is `timeoutMs × (retries + 1)` everywhere. `false` turns
+   * confirmation off everywhere.
    */
   readonly confirmAck?: ConfirmAckOptions | false;
   /**

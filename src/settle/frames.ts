@@ -25,9 +25,10 @@ export interface ConfirmAckOptions {
   /**
    * Attempts after the first, integer 0 ..= 10; default 2. Retries publish `+ACK` requests on
    * the reply subject, through `connection` or else the connection that delivered the message.
-   * In the loops, where a batch's ACKs are confirmed together, an ACK the server refuses with
-   * "no responders" (a consumer leader election) is sent again every 100 ms, past this window
-   * for up to a minute, within the lease.
+   * An ACK the server refuses with "no responders" (a consumer leader election, or a deleted
+   * consumer) is sent again every 100 ms within this window. The loops' own default (no
+   * `confirmAck` given) keeps asking past it for up to a minute, within the lease, so an
+   * election does not turn a committed batch into a duplicate.
    */
   readonly retries?: number;
 }
@@ -84,10 +85,17 @@ export async function ackConfirmed(
  * Sends `+ACK` for every message of `msgs` with replies to one inbox and waits for the server's
  * answers: one timer for the batch. Missing answers are asked again on each timeout, and sooner
  * while the server says nobody holds the consumer (an election): until `timeoutMs × (retries + 1)`
- * has passed — longer while the server keeps refusing them, up to a minute — within `budget`.
+ * has passed — with `bridgeElections`, longer while the server keeps refusing them, up to a
+ * minute — within `budget`.
  * Cheaper than an `ackAck()` per message; outcomes in batch order.
  */
-export function ackBatchConfirmed(msgs: readonly JsMsg[], options: ConfirmAckOptions, nc: ConfirmingConnection, budget: SettleBudget): Promise<AckOutcome[]> {
+export function ackBatchConfirmed(
+  msgs: readonly JsMsg[],
+  options: ConfirmAckOptions,
+  nc: ConfirmingConnection,
+  budget: SettleBudget,
+  bridgeElections: boolean,
+): Promise<AckOutcome[]> {
   const outcomes: AckOutcome[] = msgs.map(() => NOT_CONFIRMED);
   const subjects: string[] = [];
   const index: number[] = [];
@@ -126,8 +134,10 @@ export function ackBatchConfirmed(msgs: readonly JsMsg[], options: ConfirmAckOpt
       timer = wait > 0 ? setTimeout(resend, wait) : undefined;
       if (wait <= 0) finish();
     };
+    // A host's explicit confirmAck: at most `retries` more attempts, refused or timed out.
+    const maxAttempts = bridgeElections ? Number.POSITIVE_INFINITY : (options.retries ?? 2) + 1;
     const resend = (): void => {
-      if (left() <= 0 || nc.isClosed()) {
+      if (left() <= 0 || nc.isClosed() || attempts >= maxAttempts) {
         finish();
         return;
       }
@@ -144,7 +154,9 @@ export function ackBatchConfirmed(msgs: readonly JsMsg[], options: ConfirmAckOpt
         // While the server says nobody holds the consumer (an election), the ACK has certainly
         // not landed: keep asking past the usual window, up to a minute, so it reaches the new
         // leader as soon as there is one.
-        deadline = Math.min(started + ELECTION_CAP_MS, Math.max(deadline, performance.now() + window));
+        // (The loops' own default only: a host's explicit confirmAck keeps its own window — and
+        // a deleted consumer answers the same way.)
+        if (bridgeElections) deadline = Math.min(started + ELECTION_CAP_MS, Math.max(deadline, performance.now() + window));
         // Nobody holds the consumer (an election): ask again soon, not at once.
         if (refused.size === missing.size) arm(Math.min(timeoutMs, REFUSED_PAUSE_MS));
         return;

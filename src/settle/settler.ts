@@ -118,7 +118,7 @@ export class Settler {
     const host = this.#config.confirmAck;
     const confirm = host !== undefined ? (canConfirmInBatches(this.#config.connection) ? { options: host, connection: this.#config.connection } : undefined) : scope.confirm;
     if (confirm === undefined || msgs.length === 0 || msgs.some((m) => connectionDown(m) === true)) return undefined;
-    return ackBatchConfirmed(msgs, confirm.options, confirm.connection, scope.budget).then((outcomes) =>
+    return ackBatchConfirmed(msgs, confirm.options, confirm.connection, scope.budget, host === undefined).then((outcomes) =>
       msgs.map((msg, i) => {
         const o = outcomes[i]!;
         const r: MessageResult = { msg, action: "acked", confirmed: o.confirmed, ...(o.error !== undefined ? { settleError: o.error } : {}) };

@@ -183,7 +183,11 @@ describe("diagnostics events on a real nats-server", () => {
         policyFor(),
       );
       expectAllShapes();
-      expect(log.channels()).toEqual([C.LEASE_EXPIRED]);
+      // The stall first (the watch's tick was due first), then the lease it cost.
+      expect(log.channels()).toEqual([C.EVENT_LOOP_STALL, C.LEASE_EXPIRED]);
+      const [stall] = log.of(C.EVENT_LOOP_STALL);
+      expect(stall).toMatchObject({ batchesInFlight: 1, threadedBatches: 0 });
+      expect(stall!.durationMs).toBeGreaterThan(2500);
       const [expired] = log.of(C.LEASE_EXPIRED);
       expectBatchId(expired!.batchId);
       expect(expired).toMatchObject({ batchSize: 1, beats: 0 });

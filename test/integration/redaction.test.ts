@@ -339,7 +339,7 @@ describe("nothing sensitive leaves the process", () => {
     keep(libraryErrors, "LeaseExpiredError after a closed connection", reason);
   });
 
-  it("withInProgress: the heartbeat limit, skipped beats, a refused policy and malformed arguments", async () => {
+  it("withInProgress: the heartbeat limit, skipped beats, a stall, a refused policy and malformed arguments", async () => {
     const f = await fixture();
     const msgs = await messages(f, 2);
     const limit = await withInProgress(msgs, async (ctx) => {
@@ -352,6 +352,9 @@ describe("nothing sensitive leaves the process", () => {
     const stuck = await withInProgress(msgs, aborted, policy(), { metrics: main.sink, requireProgress: true });
     expect(stuck).toBeInstanceOf(LeaseExpiredError);
     keep(libraryErrors, "LeaseExpiredError without progress", stuck);
+
+    // A write that blocks the event loop past a quarter of AckWait: a stall, counted and published.
+    await withInProgress(msgs, () => void Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ACK_WAIT_MS / 2), policy(), { metrics: main.sink });
 
     const unverified = await withInProgress(msgs, () => undefined, { enabled: true, intervalMs: 700 } as never).catch((e: unknown) => e);
     expect(unverified).toBeInstanceOf(InProgressPolicyError);
