@@ -49,11 +49,6 @@ export interface ScheduledTask {
    * scheduling needs no lookup. Start it as `undefined` and leave it to the scheduler.
    */
   schedulerEntry?: SchedulerEntry | undefined;
-  /**
-   * A watcher, not a sender: its tick does not pull other tasks forward by
-   * {@link COALESCE_MS} (it would move their beats, and with them their leases, earlier).
-   */
-  readonly passive?: boolean;
 }
 
 /** A task's place in a scheduler's heap. */
@@ -89,6 +84,14 @@ export class Scheduler {
   get clock(): Clock {
     return this.#clock;
   }
+
+  /** When the next task is due (`undefined` with none): how late a tick runs shows a blocked loop. */
+  get nextDue(): number | undefined {
+    return this.#heap[0]?.due;
+  }
+
+  /** Told at every tick, before the due tasks run, when the first of them was due. */
+  onTick: ((now: number, due: number) => void) | undefined = undefined;
 
   /** Tasks waiting to run. */
   get size(): number {
@@ -183,22 +186,20 @@ export class Scheduler {
     this.#running = true;
     try {
       const now = this.#clock.now();
+      const head = this.#heap[0];
+      if (head !== undefined && this.onTick !== undefined) {
+        try {
+          this.onTick(now, head.due);
+        } catch {
+          // An observer's failure never stops the timer.
+        }
+      }
       // Take every due task first, then run them: a task that reschedules itself "now" runs
       // on the next tick instead of spinning this loop.
       const due: Entry[] = [];
-      // The coalescing window opens once a task that sends is due (a passive one alone runs alone).
-      let window = 0;
-      for (let first = this.#heap[0]; first && first.due <= now + window; first = this.#heap[0]) {
+      for (let first = this.#heap[0]; first && first.due <= now + COALESCE_MS; first = this.#heap[0]) {
         this.cancel(first.task);
         due.push(first);
-        if (first.task.passive !== true) window = COALESCE_MS;
-      }
-      if (due.length === 0) {
-        // Fired a little early against the clock: run what falls in the window all the same.
-        for (let first = this.#heap[0]; first && first.due <= now + COALESCE_MS && first.task.passive !== true; first = this.#heap[0]) {
-          this.cancel(first.task);
-          due.push(first);
-        }
       }
       for (const entry of due) {
         try {

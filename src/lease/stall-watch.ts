@@ -1,26 +1,23 @@
 /**
  * Notices a blocked event loop while batches are under supervision. A synchronous sink, a
  * CPU-bound transform or a long GC pause stops every timer of the process: no beat leaves from
- * the main thread, and a lease can pass unseen. A task of the batches' scheduler, due every
- * eighth of the threshold, measures how late it runs; a tick (or a batch starting or finishing,
- * which can be the first thing to run after the block) that finds it overdue by more than a
- * quarter of the shortest redelivery window among the batches in flight reports a stall: a
- * metric per metrics sink and a diagnostics event with its duration and the batches in flight.
+ * the main thread, and a lease can pass unseen. The batches' own scheduler knows when its next
+ * task (a beat, a lease check) was due: when it finally runs, or when a batch starts or settles
+ * (which can be the first thing to run after the block), a task overdue by more than a quarter of
+ * the shortest redelivery window among the batches in flight means the loop was blocked at least
+ * that long — a stall: a metric per metrics sink and a diagnostics event with its duration and
+ * the batches in flight. No timer of its own: a block during which nothing was due held back no
+ * beat and goes unreported.
  */
 import { DiagnosticsChannels, publishEvent } from "../telemetry/diagnostics.js";
 import { MetricNames } from "../telemetry/metric-names.js";
 import type { MetricsRecorder } from "../telemetry/metrics-recorder.js";
-import type { Scheduler, ScheduledTask, SchedulerEntry } from "./scheduler.js";
+import type { Scheduler } from "./scheduler.js";
 
 /** The share of the shortest redelivery window in flight a stall must exceed to be reported. */
 export const STALL_SHARE = 0.25;
 /** The watch never reports a shorter stall. */
 const MIN_THRESHOLD_MS = 50;
-/**
- * The watch looks every eighth of the threshold: a stall is measured from when its tick was
- * due, so it is under-measured by at most this much.
- */
-const LOOKS_PER_THRESHOLD = 8;
 
 /**
  * Published on {@link DiagnosticsChannels.EVENT_LOOP_STALL}: the event loop was blocked while
@@ -35,9 +32,9 @@ const LOOKS_PER_THRESHOLD = 8;
  * ```
  */
 export interface EventLoopStallEvent {
-  /** How long the event loop could not run the heartbeat timer (at least), in milliseconds. */
+  /** How late the first held-back heartbeat task ran, in milliseconds: the loop was blocked at least this long. */
   readonly durationMs: number;
-  /** The smallest stall reported: a quarter of the shortest redelivery window in flight. */
+  /** The smallest lateness reported: a quarter of the shortest redelivery window in flight. */
   readonly thresholdMs: number;
   /** Batches under supervision when the stall was noticed. */
   readonly batchesInFlight: number;
@@ -64,16 +61,17 @@ const watches = new WeakMap<Scheduler, StallWatch>();
  * batches in flight are an intrusive list, the threshold follows the shortest window that
  * entered since the watch was last empty, and what a stall reports is gathered only then.
  */
-export class StallWatch implements ScheduledTask {
-  schedulerEntry: SchedulerEntry | undefined = undefined;
-  readonly passive = true;
+export class StallWatch {
   readonly #scheduler: Scheduler;
   #head: StallWatcher | undefined;
   #count = 0;
   #thresholdMs = Number.POSITIVE_INFINITY;
+  /** A stall is reported once: lateness counts from here after a report. */
+  #quietUntil = Number.NEGATIVE_INFINITY;
 
   private constructor(scheduler: Scheduler) {
     this.#scheduler = scheduler;
+    scheduler.onTick = (now, due) => this.#check(now, due);
   }
 
   static of(scheduler: Scheduler): StallWatch {
@@ -85,7 +83,7 @@ export class StallWatch implements ScheduledTask {
     return w;
   }
 
-  /** A batch comes under supervision. Call it before the batch schedules its own tick. */
+  /** A batch comes under supervision (a stall that ends with its start is reported first). */
   enter(w: StallWatcher, now: number): void {
     if (w.linked === true) return;
     if (this.#count > 0) this.check(now);
@@ -96,12 +94,7 @@ export class StallWatch implements ScheduledTask {
     this.#head = w;
     this.#count += 1;
     const threshold = Math.max(MIN_THRESHOLD_MS, w.windowMs * STALL_SHARE);
-    if (threshold < this.#thresholdMs) {
-      this.#thresholdMs = threshold;
-      this.#arm(now);
-    } else if (this.#count === 1) {
-      this.#arm(now);
-    }
+    if (threshold < this.#thresholdMs) this.#thresholdMs = threshold;
   }
 
   /** A batch settled; a stall that is ending now (its work blocked the loop) is reported first. */
@@ -114,28 +107,21 @@ export class StallWatch implements ScheduledTask {
     if (w.next !== undefined) w.next.prev = w.prev;
     w.prev = w.next = undefined;
     this.#count -= 1;
-    if (this.#count === 0) {
-      // Nothing in flight: no watch, no timer of its own; the next batch sets the threshold anew.
-      this.#thresholdMs = Number.POSITIVE_INFINITY;
-      this.#scheduler.cancel(this);
-    }
+    // Nothing in flight: the next batch sets the threshold anew.
+    if (this.#count === 0) this.#thresholdMs = Number.POSITIVE_INFINITY;
   }
 
-  run(now: number, due: number): void {
-    this.#report(now, due);
-    if (this.#count > 0) this.#arm(now);
-  }
-
-  /** Reports a stall if the watch's tick is overdue by more than the threshold. */
+  /** Reports a stall if the scheduler's next task is overdue by more than the threshold. */
   check(now: number): void {
-    const entry = this.schedulerEntry;
-    if (entry === undefined || entry.index < 0 || this.#count === 0) return;
-    if (this.#report(now, entry.due)) this.#arm(now);
+    const due = this.#scheduler.nextDue;
+    if (due !== undefined) this.#check(now, due);
   }
 
-  #report(now: number, due: number): boolean {
-    const stalled = now - due;
-    if (!(stalled > this.#thresholdMs)) return false;
+  #check(now: number, due: number): void {
+    if (this.#count === 0) return;
+    const stalled = now - Math.max(due, this.#quietUntil);
+    if (!(stalled > this.#thresholdMs)) return;
+    this.#quietUntil = now;
     const sinks = new Set<MetricsRecorder>();
     let threaded = 0;
     for (let w = this.#head; w !== undefined; w = w.next) {
@@ -154,10 +140,5 @@ export class StallWatch implements ScheduledTask {
       batchesInFlight: batches,
       threadedBatches: threaded,
     }));
-    return true;
-  }
-
-  #arm(now: number): void {
-    this.#scheduler.schedule(this, now + this.#thresholdMs / LOOKS_PER_THRESHOLD, now);
   }
 }

@@ -25,6 +25,8 @@ interface ConsumeIterator {
   pull(options: { batch?: number }): void;
   pullOptions(): { batch?: number };
   pending: { msgs: number };
+  /** The client's idle-heartbeat watch of its pulls (a timer), when it keeps one. */
+  monitor?: { cancel(): void; restart(): void } | null;
 }
 
 function isGateable(iter: unknown): iter is ConsumeIterator {
@@ -43,12 +45,38 @@ export function gateConsumePulls(iter: unknown, room: () => number): PullGate | 
   let closed = false;
   let resuming = false;
   const outstanding = (): number => Math.max(0, iter.pending.msgs);
+  // While no pull is out, the server sends no heartbeat: the client's watch would find them
+  // missing every few seconds and read consumer info to "reset" — a request and a parse each
+  // time, for as long as the loop is full. It rests until the next pull goes out.
+  let resting = false;
+  const rest = (): void => {
+    if (resting || outstanding() > 0) return;
+    try {
+      iter.monitor?.cancel();
+      resting = true;
+    } catch {
+      // A client without the watch: nothing to rest.
+    }
+  };
+  const wake = (): void => {
+    if (!resting) return;
+    resting = false;
+    try {
+      iter.monitor?.restart();
+    } catch {
+      // as above
+    }
+  };
   // An own property shadows the prototype's method: the client's `this.pull(...)` comes here.
   iter.pull = function gatedPull(this: ConsumeIterator, options: { batch?: number }): void {
     if (closed) return;
     const allowed = room() - outstanding();
     const asked = options.batch ?? 0;
-    if (allowed <= 0 || asked <= 0) return;
+    if (allowed <= 0 || asked <= 0) {
+      rest();
+      return;
+    }
+    wake();
     original.call(this, { ...options, batch: Math.min(asked, allowed) });
   };
   return {

@@ -27,9 +27,9 @@ const METRIC_NAMES = {
   IN_PROGRESS_HEARTBEATS_PER_BATCH: "in_progress_heartbeats_per_batch",
   /** Counter: `+WPI` frames sent for messages a loop holds before their write starts (one per message). */
   IN_PROGRESS_HELD_BEATS_TOTAL: "in_progress_held_beats_total",
-  /** Counter: event-loop stalls longer than a quarter of the shortest redelivery window in flight, while batches were supervised. */
+  /** Counter: event-loop stalls that held back a heartbeat task by more than a quarter of the shortest redelivery window in flight. */
   IN_PROGRESS_EVENT_LOOP_STALLS_TOTAL: "in_progress_event_loop_stalls_total",
-  /** Observation (seconds): how long each such stall kept the event loop from running the heartbeat timer. */
+  /** Observation (seconds): how late the held-back task ran (each stall lasted at least this long). */
   IN_PROGRESS_EVENT_LOOP_STALL_SECONDS: "in_progress_event_loop_stall_seconds",
   /** Counter: messages acknowledged after a durable write. */
   MESSAGES_ACKED_TOTAL: "messages_acked_total",
@@ -153,8 +153,8 @@ const DEFINITIONS: Record<MetricName, Omit<MetricDefinition, "name" | "labelName
   in_progress_tick_lateness_seconds: { kind: "observation", unit: "s", help: "How late a heartbeat tick fired against its schedule" },
   in_progress_heartbeats_per_batch: { kind: "observation", unit: "1", help: "Heartbeats sent per supervised batch" },
   in_progress_held_beats_total: { kind: "counter", unit: "1", help: "InProgress frames sent for messages a loop holds before their write starts" },
-  in_progress_event_loop_stalls_total: { kind: "counter", unit: "1", help: "Event-loop stalls longer than a quarter of the shortest redelivery window in flight" },
-  in_progress_event_loop_stall_seconds: { kind: "observation", unit: "s", help: "How long a stall kept the event loop from running the heartbeat timer" },
+  in_progress_event_loop_stalls_total: { kind: "counter", unit: "1", help: "Event-loop stalls that held back a heartbeat task by more than a quarter of the shortest redelivery window" },
+  in_progress_event_loop_stall_seconds: { kind: "observation", unit: "s", help: "How late a heartbeat task ran after an event-loop stall" },
   messages_acked_total: { kind: "counter", unit: "1", help: "Messages acknowledged after a durable write" },
   messages_nacked_total: { kind: "counter", unit: "1", help: "Messages negatively acknowledged for a later retry" },
   messages_termed_total: { kind: "counter", unit: "1", help: "Messages terminated without a dead-letter target" },

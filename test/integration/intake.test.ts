@@ -225,6 +225,43 @@ describe("intake on a real nats-server", () => {
     expect(ack.abandoned).toBe(2);
   });
 
+  it("runEach with every handler busy sends nothing while it waits: no pull, no consumer-info read, until a handler is free", async () => {
+    const f = await createFixture(fx.nc, { ackWaitMs: 30_000 });
+    await publish(f, 3);
+    // Everything the worker's connection asks of the server about this consumer.
+    const asked: string[] = [];
+    const sub = fx.nc.subscribe(`$JS.API.CONSUMER.>`, { callback: (_err, m) => void asked.push(m.subject) });
+    await fx.nc.flush();
+    const worker = await fx.srv.connect();
+    const ack = new CommitThenAck();
+    const stop = new AbortController();
+    let release!: () => void;
+    const busy = new Promise<void>((r) => (release = r));
+    let started = 0;
+    const running = ack.runEach(await jetstream(worker).consumers.get(f.stream, f.consumer), () => ((started += 1), busy), {
+      concurrency: 2,
+      expiresMs: 1000,
+      signal: stop.signal,
+    });
+    try {
+      await eventually(() => started === 2, "both handlers running");
+      // Past the pull's end and several of the client's heartbeat periods (half the expiry):
+      // with no pull out, nothing is expected from the server, so nothing is asked either.
+      await sleep(1500);
+      asked.length = 0;
+      await sleep(4000);
+      expect(asked).toEqual([]);
+      release();
+      await eventually(() => started === 3, "the third message, pulled once a handler was free");
+    } finally {
+      release();
+      stop.abort();
+      await running;
+      sub.unsubscribe();
+      await worker.close();
+    }
+  });
+
   it("runEach pulls only for free handlers: none waits for one, none is written twice or exhausted without an attempt (max_deliver 2)", async () => {
     const f = await createFixture(fx.nc, { ackWaitMs: 1000, maxDeliver: 2 });
     const seqs = await publish(f, 8);

@@ -353,8 +353,8 @@ describe("nothing sensitive leaves the process", () => {
     expect(stuck).toBeInstanceOf(LeaseExpiredError);
     keep(libraryErrors, "LeaseExpiredError without progress", stuck);
 
-    // A write that blocks the event loop past a quarter of AckWait: a stall, counted and published.
-    await withInProgress(msgs, () => void Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ACK_WAIT_MS / 2), policy(), { metrics: main.sink });
+    // A write that blocks the event loop well past its first beat's due time: a stall, counted and published.
+    await withInProgress(msgs, () => void Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ACK_WAIT_MS * 0.75), policy(), { metrics: main.sink });
 
     const unverified = await withInProgress(msgs, () => undefined, { enabled: true, intervalMs: 700 } as never).catch((e: unknown) => e);
     expect(unverified).toBeInstanceOf(InProgressPolicyError);

@@ -69,9 +69,9 @@ async function runEveryEvent(): Promise<void> {
     throw new TemporarySinkError();
   });
 
-  // A work that blocks the event loop for 1.5 s (three quarters of AckWait): a stall.
+  // A work that blocks the event loop for 2 s, a second past its first beat's due time: a stall.
   const clock = new ManualClock();
-  await superviseWork(fakeMsg(), () => clock.block(1500), policy(), {}, new Scheduler(clock));
+  await superviseWork(fakeMsg(), () => clock.jump(2000), policy(), {}, new Scheduler(clock));
 }
 
 describe("diagnostics events without a subscriber", () => {
