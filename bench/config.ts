@@ -57,6 +57,30 @@ export interface BenchConfig {
   };
   /** Item 11: a batch with tracing on against the same batch with it off. */
   readonly tracing: { readonly batchSize: number; readonly writeMs: number; readonly batches: number; readonly rounds: number };
+  /**
+   * Item 12: messages in flight, handlers, AckWait, interval, beat periods per window, rounds,
+   * and warm-up rounds (uncounted: the heartbeat thread starts and compiles its code in one).
+   */
+  readonly thread: {
+    readonly messages: number;
+    readonly concurrency: number;
+    readonly ackWaitMs: number;
+    readonly intervalMs: number;
+    readonly periods: number;
+    readonly rounds: number;
+    readonly warmup: number;
+  };
+  /** Item 13: messages per arm, batch size, fetch expiry, rounds. */
+  readonly confirmAck: { readonly messages: number; readonly batchSize: number; readonly expiresMs: number; readonly rounds: number };
+  /** Item 14: batch size and concurrency (their product is in flight), AckWait, interval, beat periods per window, rounds. */
+  readonly intake: {
+    readonly batchSize: number;
+    readonly concurrency: number;
+    readonly ackWaitMs: number;
+    readonly intervalMs: number;
+    readonly periods: number;
+    readonly rounds: number;
+  };
 }
 
 export const FULL: BenchConfig = {
@@ -71,6 +95,9 @@ export const FULL: BenchConfig = {
   idle: { loops: 64, windowMs: 3000, batchSize: 100, expiresMs: 1000, rounds: 9 },
   inFlight: { messages: 1000, concurrency: 1000, ackWaitMs: 2000, intervalMs: 1000, periods: 5, rounds: 7 },
   tracing: { batchSize: 100, writeMs: 1, batches: 300, rounds: 9 },
+  thread: { messages: 1000, concurrency: 1000, ackWaitMs: 2000, intervalMs: 1000, periods: 5, rounds: 7, warmup: 1 },
+  confirmAck: { messages: 100_000, batchSize: 100, expiresMs: 1000, rounds: 7 },
+  intake: { batchSize: 100, concurrency: 10, ackWaitMs: 2000, intervalMs: 1000, periods: 5, rounds: 7 },
 };
 
 export const SMOKE: BenchConfig = {
@@ -85,4 +112,7 @@ export const SMOKE: BenchConfig = {
   idle: { loops: 64, windowMs: 1000, batchSize: 100, expiresMs: 1000, rounds: 1 },
   inFlight: { messages: 1000, concurrency: 1000, ackWaitMs: 1000, intervalMs: 500, periods: 2, rounds: 1 },
   tracing: { batchSize: 100, writeMs: 1, batches: 50, rounds: 1 },
+  thread: { messages: 1000, concurrency: 1000, ackWaitMs: 1000, intervalMs: 500, periods: 2, rounds: 1, warmup: 0 },
+  confirmAck: { messages: 5_000, batchSize: 100, expiresMs: 1000, rounds: 1 },
+  intake: { batchSize: 100, concurrency: 10, ackWaitMs: 1000, intervalMs: 500, periods: 2, rounds: 1 },
 };

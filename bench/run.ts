@@ -11,17 +11,20 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { cachedServer, natsServerBinary, natsServerVersion, startServer } from "../test/helpers/nats-server.js";
+import { cachedServer, freePort, natsServerBinary, natsServerVersion, startServer } from "../test/helpers/nats-server.js";
 import { FULL, SMOKE, type BenchConfig } from "./config.js";
 import type { Figure } from "./figure.js";
 import { describeMachine } from "./machine.js";
 import { capacity } from "./rows/capacity.js";
 import { concurrencyScaling } from "./rows/concurrency.js";
+import { confirmedAcks } from "./rows/confirmed-acks.js";
 import { endToEnd } from "./rows/end-to-end.js";
 import { fastOverhead } from "./rows/fast-overhead.js";
 import { heartbeatRound } from "./rows/heartbeat-round.js";
+import { heartbeatThread } from "./rows/heartbeat-thread.js";
 import { idle } from "./rows/idle.js";
 import { inFlight } from "./rows/in-flight.js";
+import { intakeInFlight } from "./rows/intake-in-flight.js";
 import { runEachLoop } from "./rows/run-each.js";
 import { scaling } from "./rows/scaling.js";
 import { tracingCost } from "./rows/tracing.js";
@@ -45,6 +48,9 @@ const ROWS: readonly Row[] = [
   { items: [9], title: "idle: loops with nothing to fetch, process CPU", run: idle },
   { items: [10], title: "heartbeats in flight: 1,000 messages across 32 handlers", run: inFlight },
   { items: [11], title: "traces: a batch with tracing on against the same with it off", run: tracingCost },
+  { items: [12], title: "the heartbeat thread: 1,000 messages in flight beaten from a worker thread", run: heartbeatThread },
+  { items: [13], title: "confirmed ACKs in the loops against confirmAck: false", run: confirmedAcks },
+  { items: [14], title: "run's intake: 1,000 messages in flight in 10 writes of 100", run: intakeInFlight },
 ];
 
 function parseArgs(argv: readonly string[]): { config: BenchConfig; only: Set<number> | undefined; out: string; bin: string } {
@@ -83,14 +89,16 @@ async function main(): Promise<void> {
   }
 
   console.log(`nats-server ${natsServerVersion(bin)} (${bin})`);
-  const server = await startServer({ bin });
+  // Its HTTP monitoring too: rows read per-connection counts from /connz.
+  const monitorPort = await freePort();
+  const server = await startServer({ bin, args: ["-m", String(monitorPort)] });
   const figures: Figure[] = [];
   let connected: string | undefined;
   try {
     const probe = await server.connect();
     connected = probe.info?.version;
     await probe.close();
-    const bench: Bench = { config, server };
+    const bench: Bench = { config, server, monitorUrl: `http://127.0.0.1:${monitorPort}` };
     for (const row of ROWS) {
       if (only && !row.items.some((i) => only.has(i))) continue;
       const t0 = performance.now();

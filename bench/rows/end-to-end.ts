@@ -9,7 +9,7 @@
  */
 import type { Consumer, JsMsg } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { CommitThenAck, verifyInProgressPolicy, type VerifiedInProgressPolicy } from "../../src/index.js";
+import { CommitThenAck, verifyInProgressPolicy, type CommitThenAckOptions, type VerifiedInProgressPolicy } from "../../src/index.js";
 import type { Bench } from "../context.js";
 import { figure, goals, type Figure } from "../figure.js";
 import { addConsumer, createStream, waitAllAcked, type BenchStream } from "../jetstream.js";
@@ -17,9 +17,9 @@ import { fakeMsgs } from "../fake-msg.js";
 import { cpuMs, interleave, median, medians, nowNs, pluck, untilAcked } from "../measure.js";
 import { countSocketWrites } from "../socket-writes.js";
 
-const ACK_WAIT_MS = 30_000;
+export const ACK_WAIT_MS = 30_000;
 
-interface Shape {
+export interface Shape {
   readonly n: number;
   readonly batchSize: number;
   readonly expiresMs: number;
@@ -42,11 +42,18 @@ async function handWritten(consumer: Consumer, nc: NatsConnection, shape: Shape)
 }
 
 /**
- * The library's loop, timed like the hand loop: until the last message's ACK was flushed. The
- * loop is stopped after that, untimed (a shutdown lets its open pull end by itself).
+ * The library's loop, timed like the hand loop: until the last message's ACK was flushed (with
+ * confirmed ACKs, the default, until the server confirmed it). The loop is stopped after that,
+ * untimed (a shutdown lets its open pull end by itself). `options` are added to the instance's.
  */
-async function library(consumer: Consumer, nc: NatsConnection, shape: Shape, policy: VerifiedInProgressPolicy | undefined): Promise<number> {
-  const ack = new CommitThenAck(policy ? { inProgress: policy } : {});
+export async function library(
+  consumer: Consumer,
+  nc: NatsConnection,
+  shape: Shape,
+  policy: VerifiedInProgressPolicy | undefined,
+  options: Pick<CommitThenAckOptions, "confirmAck"> = {},
+): Promise<number> {
+  const ack = new CommitThenAck(policy ? { ...options, inProgress: policy } : options);
   const stop = new AbortController();
   const write = async (_msgs: readonly JsMsg[]): Promise<void> => {};
   const t0 = nowNs();
@@ -60,7 +67,7 @@ async function library(consumer: Consumer, nc: NatsConnection, shape: Shape, pol
   return seconds;
 }
 
-interface Sample {
+export interface Sample {
   readonly rate: number;
   /** Process CPU per message, µs. */
   readonly cpuUs: number;
@@ -120,7 +127,7 @@ async function settleAlone(batchSize: number, rounds: number, enabled: VerifiedI
 }
 
 /** Runs one arm on a fresh consumer, then checks every message was acknowledged once. */
-async function arm(s: BenchStream, shape: Shape, body: (consumer: Consumer) => Promise<number>): Promise<Sample> {
+export async function arm(s: BenchStream, shape: Shape, body: (consumer: Consumer) => Promise<number>): Promise<Sample> {
   const { name, consumer } = await addConsumer(s, { ackWaitMs: ACK_WAIT_MS, maxAckPending: Math.max(1000, shape.batchSize * 2) });
   const cpu0 = cpuMs();
   const { result: seconds, writes } = await countingWrites(s.nc, () => body(consumer));

@@ -36,7 +36,7 @@ import { cpuMs, heapAfterGc, interleave, mainThreadCpuMs, median, pluck, sleep }
 import { countSocketWrites } from "../socket-writes.js";
 import { TimerCensus } from "../timer-census.js";
 
-interface Shape {
+export interface Shape {
   readonly n: number;
   readonly concurrency: number;
   readonly ackWaitMs: number;
@@ -62,12 +62,12 @@ interface Sample {
   readonly createdInWindow: number;
 }
 
-const isScheduler = (stack: string): boolean => stack.includes("/src/lease/scheduler.ts");
+export const isScheduler = (stack: string): boolean => stack.includes("/src/lease/scheduler.ts");
 /** A library file anywhere on the stack (a client timer the library's call made counts too). */
-const isLibrary = (stack: string): boolean => stack.includes("/src/");
+export const isLibrary = (stack: string): boolean => stack.includes("/src/");
 
 /** Waits until the consumer shows `n` messages delivered and awaiting their ACK. */
-async function untilHeld(s: BenchStream, name: string, n: number): Promise<void> {
+export async function untilHeld(s: BenchStream, name: string, n: number): Promise<void> {
   const deadline = performance.now() + 10_000;
   for (;;) {
     const c = await consumerCounts(s, name);
@@ -77,16 +77,21 @@ async function untilHeld(s: BenchStream, name: string, n: number): Promise<void>
   }
 }
 
-interface WindowResult {
+export interface WindowResult {
   readonly cpuPer100k: number;
   readonly mainPer100k: number;
   readonly writesPerRound: number;
   readonly frames: number;
   readonly created: number;
+  /** The window's length, seconds. */
+  readonly seconds: number;
 }
 
-/** The CPU window: from a quarter period after `arrivedAt` to half a period after the last round. */
-async function window(nc: NatsConnection, arrivedAt: number, shape: Shape, census: TimerCensus): Promise<WindowResult> {
+/**
+ * The CPU window: from a quarter period after `arrivedAt` to half a period after the last round
+ * (`created`: the timers `census` saw created in it, NaN without one).
+ */
+export async function window(nc: NatsConnection, arrivedAt: number, shape: Shape, census?: TimerCensus): Promise<WindowResult> {
   // What the previous arm and this arm's set-up left behind is collected now, before the
   // window: otherwise a collection of it lands in whichever window comes next.
   heapAfterGc();
@@ -94,11 +99,13 @@ async function window(nc: NatsConnection, arrivedAt: number, shape: Shape, censu
   const writes = countSocketWrites(nc);
   try {
     const out0 = nc.stats().outMsgs;
-    const created0 = census.created;
+    const created0 = census?.created ?? Number.NaN;
     const main0 = mainThreadCpuMs();
     const cpu0 = cpuMs();
+    const t0 = performance.now();
     await sleep(Math.max(0, arrivedAt + (shape.periods + 0.5) * shape.intervalMs - performance.now()));
     const cpu1 = cpuMs();
+    const seconds = (performance.now() - t0) / 1000;
     const main1 = mainThreadCpuMs();
     const frames = Math.max(1, nc.stats().outMsgs - out0);
     return {
@@ -106,7 +113,8 @@ async function window(nc: NatsConnection, arrivedAt: number, shape: Shape, censu
       mainPer100k: ((main1 - main0) / frames) * 100_000,
       writesPerRound: writes.writes / shape.periods,
       frames,
-      created: census.created - created0,
+      created: (census?.created ?? Number.NaN) - created0,
+      seconds,
     };
   } finally {
     writes.restore();
@@ -117,7 +125,7 @@ function windowFields(w: WindowResult): Pick<Sample, "cpuPer100k" | "mainPer100k
   return { cpuPer100k: w.cpuPer100k, mainPer100k: w.mainPer100k, writesPerRound: w.writesPerRound, frames: w.frames, createdInWindow: w.created };
 }
 
-function check(what: string, c: ConsumerCounts, n: number, problems: string[]): void {
+export function check(what: string, c: ConsumerCounts, n: number, problems: string[]): void {
   if (c.delivered !== n || c.redelivered !== 0) problems.push(`${what}: delivered ${c.delivered}, num_redelivered ${c.redelivered} (want ${n} and 0)`);
 }
 
