@@ -66,6 +66,8 @@ export const OpenTelemetryMetricNames = Object.freeze({
   acks_held_total: "jetstream.acks.held",
   /** Counter, unit `{ack}`. */
   acks_unsent_total: "jetstream.acks.unsent",
+  /** Counter, unit `{message}`. */
+  redeliveries_of_committed_total: "jetstream.messages.redelivered_committed",
   /** Counter, unit `{operation}`. */
   settle_failures_total: "jetstream.settle.failures",
   /** Histogram, unit `s`. */
@@ -121,6 +123,7 @@ export const OPEN_TELEMETRY_UNITS: Readonly<Record<MetricName, string>> = Object
   write_retries_total: "{write}",
   acks_held_total: "{ack}",
   acks_unsent_total: "{ack}",
+  redeliveries_of_committed_total: "{message}",
   settle_failures_total: "{operation}",
   batch_write_seconds: "s",
   nak_delay_seconds: "s",

@@ -77,6 +77,10 @@ export interface CommitThenAckOptions {
    * does not turn into a duplicate write. Default: `process` sends plain ACKs; `run` and
    * `runEach` confirm theirs (one reply inbox per batch, timeout an eighth of AckWait within
    * 200–2,000 ms, 6 retries, and while the server answers "no responders" up to a minute).
+   * A batch's first attempt asks one reply of its last `+ACK` to each consumer: the server
+   * takes a connection's ACKs in order, so that reply answers for the ones before it; a retry
+   * asks one of every ACK still unconfirmed. While a loop's ACK is on its way, another delivery
+   * of the same message is acked, not written again.
    * Given here, the window is `timeoutMs × (retries + 1)` everywhere. `false` turns
    * confirmation off everywhere.
    */

@@ -325,7 +325,7 @@ export class CommitThenAck {
       await runBatches(loop.setup.settings, {
         ...loop.setup.base,
         intake: loop.setup.intake(),
-        process: (msgs, receivedAt, signal, onSent) => this.#runner.process(msgs, write, signal, receivedAt, "run", { onSent, confirm: loop.setup.base.confirm }),
+        process: (msgs, receivedAt, signal, onSent) => this.#runner.process(msgs, write, signal, receivedAt, "run", { onSent, confirm: loop.setup.base.confirm, acking: loop.setup.base.acking }),
       });
     } finally {
       loop.release();
@@ -382,7 +382,7 @@ export class CommitThenAck {
             signal,
             receivedAt,
             "runEach",
-            { confirm: loop.setup.base.confirm },
+            { confirm: loop.setup.base.confirm, acking: loop.setup.base.acking },
           ),
       });
     } finally {

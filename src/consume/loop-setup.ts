@@ -10,14 +10,16 @@ import { HoldingBeats } from "../lease/holding-beats.js";
 import { sharedScheduler } from "../lease/scheduler.js";
 import { canConfirmInBatches } from "../nats/ack-inbox.js";
 import { connectionOfConsumer, type Flushable } from "../nats/connection-state.js";
+import { AckingDeliveries } from "../settle/acking-deliveries.js";
 import type { ConfirmAckOptions } from "../settle/frames.js";
 import type { LoopConfirmation } from "../settle/settler.js";
 import { consumerTimingFromConfig } from "../policy/consumer-timing.js";
+import { MetricNames } from "../telemetry/metric-names.js";
 import type { MetricsRecorder } from "../telemetry/metrics-recorder.js";
 import type { ConsumerBinding } from "./consumer-binding.js";
 import { Intake } from "./intake.js";
 import { expiryBound, pullExpiryMs, shortestWindowMs } from "./intake-plan.js";
-import { consumeSource, fetchSource, type PullSource, type SourceNotice } from "./pull-source.js";
+import { consumeSource, fetchSource, type Arrival, type PullSource, type SourceNotice } from "./pull-source.js";
 import type { LoopBase } from "./run-loop.js";
 import { callGuarded, type LoopSettings } from "./run-options.js";
 
@@ -107,7 +109,9 @@ export async function setUpLoop(consumer: LoopConsumer, settings: LoopSettings, 
   // runEach reads every consumer through one gated subscription (a request per refill, no
   // prefetch); run fetches, except a pinned consumer, whose pin lives in one subscription.
   const subscribed = facts.pinned || mode === "each";
-  const openSource = async (arrive: Parameters<LoopBase["openSource"]>[0], room: () => number): Promise<PullSource> => {
+  const acking = new AckingDeliveries();
+  const openSource = async (deliver: Parameters<LoopBase["openSource"]>[0], room: () => number): Promise<PullSource> => {
+    const arrive = skipCommitted(deliver, acking, inputs.metrics);
     if (!subscribed || typeof consumer.consume !== "function") return fetchSource(consumer, expiry.ms, settings.pull, arrive);
     const source = await consumeSource(consumer as Pick<Consumer, "consume">, expiry.ms, capacity, settings.pull, room, arrive);
     if (source === undefined) {
@@ -125,6 +129,7 @@ export async function setUpLoop(consumer: LoopConsumer, settings: LoopSettings, 
     sinkDown: inputs.sinkDown,
     onRecovered: inputs.onRecovered,
     confirm: loopConfirmation(inputs.confirmAck, flushing, shortestWindowMs(facts.ackWaitMs, facts.backOffMs)),
+    acking,
     flush: () => flushBounded(flushing, inputs.shutdownTimeoutMs),
     onIdle: pauseWatch(consumer, facts.paused, (paused) => {
       if (paused) report(named("consumer_paused", "it is paused: nothing is delivered until it resumes; the loop waits for it"), "fetch");
@@ -174,6 +179,26 @@ export async function learnConsumer(consumer: LoopConsumer, binding: ConsumerBin
     maxAckPending: positive(config["max_ack_pending"]),
     pinned: pull?.group !== undefined && config["priority_policy"] === "pinned_client",
     paused: raw?.paused === true,
+  };
+}
+
+/**
+ * Another delivery of a message the loop committed, arriving while its ACK is still on its way
+ * (a new consumer leader, or AckWait passing during an election or a reconnect), is acked at
+ * once and never handed to the write: the write already committed it.
+ */
+function skipCommitted(arrive: Arrival, acking: AckingDeliveries, metrics: MetricsRecorder): Arrival {
+  return (m, at) => {
+    if (!acking.has(m)) {
+      arrive(m, at);
+      return;
+    }
+    metrics.count(MetricNames.REDELIVERIES_OF_COMMITTED_TOTAL);
+    try {
+      m.ack();
+    } catch {
+      // Not sent: the ACK on its way settles it, or it comes back once more.
+    }
   };
 }
 

@@ -9,6 +9,7 @@
 import type { JsMsg } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { BatchResult } from "../settle/batch-result.js";
+import type { AckingDeliveries } from "../settle/acking-deliveries.js";
 import type { LoopConfirmation } from "../settle/settler.js";
 import { MetricNames } from "../telemetry/metric-names.js";
 import type { MetricsRecorder } from "../telemetry/metrics-recorder.js";
@@ -37,6 +38,8 @@ export interface LoopBase {
   readonly onRecovered: (listener: () => void) => () => void;
   /** The loop's confirmed ACKs (its default when the host set no `confirmAck`). */
   readonly confirm: LoopConfirmation | undefined;
+  /** Committed messages whose ACK is on its way: another delivery of one is acked, not written. */
+  readonly acking: AckingDeliveries;
 }
 
 /** What the batch loop needs besides its options. */

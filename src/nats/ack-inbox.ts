@@ -2,13 +2,22 @@
  * Confirmed ACKs for a whole batch in one go. The client's `ackAck()` makes a request per
  * message (a reply registration and a timer each), so confirming a batch of 100 costs 100 of
  * each. Here one wildcard subscription per connection receives every reply, the `+ACK` frames of
- * a batch go out back to back with replies addressed to it, and one timer waits for them all.
+ * a batch go out back to back, and one timer waits for them all.
+ *
+ * The first attempt asks for one reply per run of frames to the same consumer: only the run's
+ * last `+ACK` carries a reply subject. Its confirmation covers the run because the frames left
+ * in one synchronous loop on one connection, in order: the client writes its buffer to one
+ * socket in order, and a reconnect drops what it had not written (it starts every attempt with
+ * an empty buffer), so the last frame cannot arrive without the ones before it; the server
+ * handles one client's frames in order, and a consumer's ACKs in order. So the server does the
+ * work of one reply per batch, not one per message. Later attempts (after a timeout or a
+ * refusal) ask for a reply to every frame, so whatever is still unconfirmed is known exactly.
  */
 
 /** What confirming needs of a connection (a `NatsConnection`). */
 export interface ConfirmingConnection {
   subscribe(subject: string, options: { callback: (err: unknown, msg: { subject: string; headers?: { code?: number } | undefined }) => void }): { unsubscribe(): void };
-  publish(subject: string, payload: string, options: { reply: string }): void;
+  publish(subject: string, payload: Uint8Array, options?: { reply: string }): void;
   isClosed(): boolean;
 }
 
@@ -18,13 +27,80 @@ export function canConfirmInBatches(nc: unknown): nc is ConfirmingConnection {
   return c !== null && c !== undefined && typeof c.subscribe === "function" && typeof c.publish === "function" && typeof c.isClosed === "function";
 }
 
+/** One batch's frames and answers (see {@link AckInbox.open}). */
+export interface AckBatch {
+  /**
+   * Sends `+ACK` to every subject of each run (indexes into the batch's subjects, all to one
+   * consumer), a reply asked only of each run's last frame.
+   */
+  sendRuns(runs: readonly (readonly number[])[]): void;
+  /** Sends `+ACK` again to each of `indexes`, each asking for its own reply. */
+  resend(indexes: readonly number[]): void;
+  dispose(): void;
+}
+
+/** Encoded once: every frame of every batch sends the same bytes. */
+const ACK = new TextEncoder().encode("+ACK");
+/** Marks a reply subject that answers for a run ("r"). */
+const R = "r".charCodeAt(0);
+
+/**
+ * Where an ACK subject's consumer part ends (`$JS.ACK.<stream>.<consumer>.` or, with a domain
+ * and account, `$JS.ACK.<domain>.<account>.<stream>.<consumer>.`): frames whose subjects share
+ * it go to one consumer. -1 for a subject of another shape (it is confirmed on its own).
+ */
+export function consumerPrefixEnd(subject: string): number {
+  if (!subject.startsWith("$JS.ACK.")) return -1;
+  let dots = 0;
+  for (let i = 0; i < subject.length; i++) if (subject.charCodeAt(i) === 46) dots += 1;
+  // 9 tokens (8 dots): the original form; 11 or 12 tokens: with domain and account.
+  const want = dots === 8 ? 4 : dots === 10 || dots === 11 ? 6 : -1;
+  if (want < 0) return -1;
+  let seen = 0;
+  for (let i = 0; i < subject.length; i++) {
+    if (subject.charCodeAt(i) === 46 && ++seen === want) return i + 1;
+  }
+  return -1;
+}
+
+/**
+ * Splits the batch's subjects into runs of consecutive frames to one consumer (indexes, in
+ * order). A subject of an unknown shape is a run of its own.
+ */
+export function consumerRuns(subjects: readonly string[]): number[][] {
+  const runs: number[][] = [];
+  let current: number[] | undefined;
+  let prefix = "";
+  // Dots after the prefix: the same form (the tokens after the consumer) as the run's first.
+  let tail = -1;
+  for (let i = 0; i < subjects.length; i++) {
+    const s = subjects[i]!;
+    if (current !== undefined && tail >= 0 && s.startsWith(prefix) && dotsFrom(s, prefix.length) === tail) {
+      current.push(i);
+      continue;
+    }
+    current = [i];
+    runs.push(current);
+    const end = consumerPrefixEnd(s);
+    prefix = end > 0 ? s.slice(0, end) : "";
+    tail = end > 0 ? dotsFrom(s, end) : -1;
+  }
+  return runs;
+}
+
+function dotsFrom(s: string, from: number): number {
+  let n = 0;
+  for (let i = from; i < s.length; i++) if (s.charCodeAt(i) === 46) n += 1;
+  return n;
+}
+
 const inboxes = new WeakMap<object, AckInbox>();
 let batches = 0;
 
 /** The reply inbox of one connection, shared by every batch confirmed through it. */
 export class AckInbox {
   readonly #prefix: string;
-  readonly #waiting = new Map<string, (index: number, status: number) => void>();
+  readonly #waiting = new Map<string, (index: number, status: number, run: boolean) => void>();
   readonly #nc: ConfirmingConnection;
   #subscribed = false;
 
@@ -42,20 +118,27 @@ export class AckInbox {
   }
 
   /**
-   * Sends `+ACK` to each reply subject with a reply addressed to this batch, and calls
-   * `answered(i, status)` for every answer: `status` 0 when the server confirmed the ACK, else
-   * the status it sent instead (503: nobody holds the consumer, the ACK was not taken). `resend`
-   * sends the ones given again (a retry). Dispose of the returned handle when done.
+   * Opens a batch: `answered(i, status, run)` is called for every answer to a frame asking for
+   * one — `status` 0 when the server confirmed the ACK, else the status it sent instead (503:
+   * nobody holds the consumer, the ACK was not taken); `run` when the frame was the last of a
+   * run sent by `sendRuns`, so its answer covers the whole run. Dispose of the handle when done.
    */
-  send(ackSubjects: readonly string[], answered: (index: number, status: number) => void): { resend(indexes: readonly number[]): void; dispose(): void } {
+  open(ackSubjects: readonly string[], answered: (index: number, status: number, run: boolean) => void): AckBatch {
     this.#subscribe();
     const token = `${(++batches).toString(36)}`;
     this.#waiting.set(token, answered);
-    const publish = (i: number): void => this.#nc.publish(ackSubjects[i]!, "+ACK", { reply: `${this.#prefix}.${token}.${i}` });
-    for (let i = 0; i < ackSubjects.length; i++) publish(i);
+    const nc = this.#nc;
+    const prefix = `${this.#prefix}.${token}.`;
     return {
+      sendRuns: (runs) => {
+        for (const run of runs) {
+          const last = run.length - 1;
+          for (let j = 0; j < last; j++) nc.publish(ackSubjects[run[j]!]!, ACK);
+          nc.publish(ackSubjects[run[last]!]!, ACK, { reply: `${prefix}r${run[last]!}` });
+        }
+      },
       resend: (indexes) => {
-        for (const i of indexes) publish(i);
+        for (const i of indexes) nc.publish(ackSubjects[i]!, ACK, { reply: `${prefix}${i}` });
       },
       dispose: () => void this.#waiting.delete(token),
     };
@@ -70,7 +153,8 @@ export class AckInbox {
         if (err) return;
         const rest = msg.subject.slice(offset);
         const dot = rest.indexOf(".");
-        this.#waiting.get(rest.slice(0, dot))?.(Number(rest.slice(dot + 1)), msg.headers?.code ?? 0);
+        const run = rest.charCodeAt(dot + 1) === R;
+        this.#waiting.get(rest.slice(0, dot))?.(Number(rest.slice(run ? dot + 2 : dot + 1)), msg.headers?.code ?? 0, run);
       },
     });
   }

@@ -5,7 +5,7 @@
 import type { JsMsg } from "@nats-io/jetstream";
 import { AckNotConfirmedError } from "../errors.js";
 import { requesterOf, serverVersionOf, type Requester } from "../nats/connection-state.js";
-import { AckInbox, type ConfirmingConnection } from "../nats/ack-inbox.js";
+import { AckInbox, consumerRuns, type ConfirmingConnection } from "../nats/ack-inbox.js";
 import { deliveryCount, isSettled, markSettled, replySubject } from "../nats/message-access.js";
 import { nakDelay, type NakDelay } from "../policy/nak-delay.js";
 import { TERM_REASON_SINCE, atLeast } from "../policy/server-version.js";
@@ -83,7 +83,9 @@ export async function ackConfirmed(
 
 /**
  * Sends `+ACK` for every message of `msgs` with replies to one inbox and waits for the server's
- * answers: one timer for the batch. Missing answers are asked again on each timeout, and sooner
+ * answers: one timer for the batch. The first attempt asks one reply of each run of frames to
+ * one consumer (see `AckInbox`); later ones one of every frame still unconfirmed. Missing
+ * answers are asked again on each timeout, and sooner
  * while the server says nobody holds the consumer (an election): until `timeoutMs × (retries + 1)`
  * has passed — with `bridgeElections`, longer while the server keeps refusing them, up to a
  * minute — within `budget`.
@@ -146,11 +148,30 @@ export function ackBatchConfirmed(
       sent.resend([...missing]);
       arm(timeoutMs);
     };
-    const sent = AckInbox.for(nc).send(subjects, (k, status) => {
-      if (!missing.has(k)) return;
+    // The first attempt: one reply per run of frames to one consumer; it answers for the run.
+    const runs = consumerRuns(subjects);
+    const runOf = new Map<number, readonly number[]>();
+    for (const run of runs) runOf.set(run[run.length - 1]!, run);
+    // Whether the answer concerned a frame still unconfirmed.
+    const answered = (k: number, status: number): boolean => {
+      if (!missing.has(k)) return false;
       if (status !== 0) {
         everRefused = true;
         refused.add(k);
+        return true;
+      }
+      missing.delete(k);
+      refused.delete(k);
+      outcomes[index[k]!] = CONFIRMED;
+      return true;
+    };
+    const sent = AckInbox.for(nc).open(subjects, (k, status, run) => {
+      const members = run ? runOf.get(k) : undefined;
+      let any = false;
+      if (members === undefined) any = answered(k, status);
+      else for (const j of members) any = answered(j, status) || any;
+      if (!any) return;
+      if (status !== 0) {
         // While the server says nobody holds the consumer (an election), the ACK has certainly
         // not landed: keep asking past the usual window, up to a minute, so it reaches the new
         // leader as soon as there is one.
@@ -161,11 +182,9 @@ export function ackBatchConfirmed(
         if (refused.size === missing.size) arm(Math.min(timeoutMs, REFUSED_PAUSE_MS));
         return;
       }
-      missing.delete(k);
-      refused.delete(k);
-      outcomes[index[k]!] = CONFIRMED;
       if (missing.size === 0) finish();
     });
+    sent.sendRuns(runs);
     arm(timeoutMs);
   });
 }

@@ -2,6 +2,7 @@
  * Settling a batch after its write: what the write did for each message, the decision for
  * each, the frames sent, the metrics and the settled event.
  */
+import type { AckingDeliveries } from "./acking-deliveries.js";
 import type { JsMsg } from "@nats-io/jetstream";
 import { errorName, PermanentSinkError } from "../errors.js";
 import { batchConnectionClosed } from "../nats/connection-state.js";
@@ -49,6 +50,8 @@ export interface BatchSettleContext {
   readonly onSent?: (() => void) | undefined;
   /** Confirmed ACKs a loop asks for when the host set none. */
   readonly confirm?: LoopConfirmation | undefined;
+  /** A loop's messages whose ACK is on its way. */
+  readonly acking?: AckingDeliveries | undefined;
 }
 
 /** Settles every message of `list` by what the write reported; never rejects. */
@@ -68,7 +71,7 @@ export async function settleBatch(list: readonly JsMsg[], outcome: WriteOutcome,
     const limit = limits?.get(m);
     return typeof limit === "number" ? limit : undefined;
   };
-  const scope = { budget: context.budget, batchId: context.batchId, batchSize: list.length, leaseLost, maxDeliver: maxDeliverOf, confirm: context.confirm };
+  const scope = { budget: context.budget, batchId: context.batchId, batchSize: list.length, leaseLost, maxDeliver: maxDeliverOf, confirm: context.confirm, acking: context.acking };
   const allCommitted = outcome.ok && failures!.size === 0 && !connectionClosed;
   // The frame of each message; ACKs are gathered so confirmed ones go out together.
   const decisions = list.map((m): { readonly decision: Decision; readonly error: unknown } => {

@@ -2,6 +2,7 @@
  * Sending what the settle decision chose for one message, and reporting what happened. The
  * decision itself is pure (`decide.ts`); everything here is I/O and its failure handling.
  */
+import type { AckingDeliveries } from "./acking-deliveries.js";
 import type { JsMsg } from "@nats-io/jetstream";
 import { ConnectionClosedError, ConsumerPolicyError, DeadLetterError, DisconnectedError, errorName } from "../errors.js";
 import { canConfirmInBatches, type ConfirmingConnection } from "../nats/ack-inbox.js";
@@ -49,6 +50,8 @@ export interface LoopConfirmation {
 export interface SettleScope {
   /** Confirmed ACKs a loop asks for when the host set none. */
   readonly confirm?: LoopConfirmation | undefined;
+  /** A loop's messages whose ACK is on its way (another delivery of one is acked, not written). */
+  readonly acking?: AckingDeliveries | undefined;
   readonly budget: SettleBudget;
   /** The MaxDeliver of a message's consumer, resolved for this batch (0 or less, or unknown: no last delivery). */
   readonly maxDeliver: (m: JsMsg) => number | undefined;
@@ -118,13 +121,16 @@ export class Settler {
     const host = this.#config.confirmAck;
     const confirm = host !== undefined ? (canConfirmInBatches(this.#config.connection) ? { options: host, connection: this.#config.connection } : undefined) : scope.confirm;
     if (confirm === undefined || msgs.length === 0 || msgs.some((m) => connectionDown(m) === true)) return undefined;
-    return ackBatchConfirmed(msgs, confirm.options, confirm.connection, scope.budget, host === undefined).then((outcomes) =>
-      msgs.map((msg, i) => {
+    const acking = scope.acking;
+    const seqs = acking?.begin(msgs);
+    return ackBatchConfirmed(msgs, confirm.options, confirm.connection, scope.budget, host === undefined).then((outcomes) => {
+      if (seqs !== undefined) acking!.end(seqs);
+      return msgs.map((msg, i) => {
         const o = outcomes[i]!;
         const r: MessageResult = { msg, action: "acked", confirmed: o.confirmed, ...(o.error !== undefined ? { settleError: o.error } : {}) };
         return scope.leaseLost ? markLeaseLost(r) : r;
-      }),
-    );
+      });
+    });
   }
 
   /** An ACK: confirmed (awaited, retried within the budget), plain, or held over a disconnect. */
@@ -154,7 +160,9 @@ export class Settler {
    * as `acked`.
    */
   async #holdAck(m: JsMsg, scope: SettleScope, error: unknown): Promise<MessageResult> {
+    const seqs = scope.acking?.begin([m]);
     const outcome = await ackWhenConnected(m, scope.budget);
+    if (seqs !== undefined) scope.acking!.end(seqs);
     const metrics = this.#config.metrics;
     if (outcome.kind === "sent") {
       metrics.count(MetricNames.ACKS_HELD_TOTAL);

@@ -224,18 +224,24 @@ describe("CommitThenAck on a real nats-server", () => {
     expect(info.num_redelivered).toBe(0);
   });
 
-  it("confirmed ACKs wait for the server's reply", async () => {
-    const f = await createFixture(fx.nc, { ackWaitMs: ACK_WAIT_MS });
+  it("confirmed ACKs wait for the server's reply: one reply for the batch, and it answers for every ACK before it", async () => {
+    const f = await createFixture(fx.nc, { ackWaitMs: ACK_WAIT_MS, maxAckPending: 2000 });
     await using spy = await AckSpy.start(fx.spyConn, f.stream);
-    await publish(f, 2);
-    const msgs = await fetchBatch(f, 2);
+    // 1,000 frames: more than the client's buffer holds before it writes to the socket mid-batch.
+    const n = 1000;
+    await publish(f, n);
+    const msgs = await fetchBatch(f, n, 5000);
+    expect(msgs).toHaveLength(n);
     const ack = new CommitThenAck({ connection: fx.nc, confirmAck: { timeoutMs: 2000, retries: 1 } });
     const result = await ack.process(msgs, async () => undefined);
     expect(result.outcome).toBe("acked");
-    expect(result.messages.map((m) => m.confirmed)).toEqual([true, true]);
-    await fx.drain();
-    expect(spy.of("+ACK").every((x) => x.withReply)).toBe(true);
+    expect(result.messages.every((m) => m.confirmed)).toBe(true);
+    // Read at once: the server confirmed the last ACK, so it had taken every one before it.
     expect((await consumerInfo(f)).num_ack_pending).toBe(0);
+    await fx.drain();
+    const acks = spy.of("+ACK");
+    expect(acks).toHaveLength(n);
+    expect(acks.filter((x) => x.withReply).map((x) => x.streamSequence)).toEqual([msgs[n - 1]!.seq]);
   });
 
   it("partial results: the committed messages are acked, the failures settled by class", async () => {

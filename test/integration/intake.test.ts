@@ -17,7 +17,7 @@ import {
   type RunErrorContext,
 } from "../../src/index.js";
 import { AckSpy } from "../helpers/ack-spy.js";
-import { consumerInfo, createFixture, eventually, publish } from "../helpers/jetstream.js";
+import { consumerInfo, createFixture, eventually, fetchBatch, publish } from "../helpers/jetstream.js";
 import { startRival } from "../helpers/rival.js";
 import { startCluster, type NatsCluster } from "../helpers/nats-server.js";
 import { useServer } from "../helpers/server-fixture.js";
@@ -107,6 +107,41 @@ async function trickleIntoLongPulls(nc: NatsConnection, connect: () => Promise<N
 
 describe("intake on a real nats-server", () => {
   const fx = useServer();
+
+  it("another delivery of a committed message whose ACK is still on its way is acked, never written again", async () => {
+    const f = await createFixture(fx.nc, { ackWaitMs: 1000 });
+    // This connection's ACK frames reach the server 2.5 s late, as during a consumer leader
+    // election: the message comes back after AckWait while its ACK is on its way.
+    const late = new Proxy(fx.nc, {
+      get(target, key) {
+        if (key === "publish") {
+          return (subject: string, data?: string | Uint8Array, opts?: { reply?: string }) => {
+            if (subject.startsWith("$JS.ACK.")) setTimeout(() => target.publish(subject, data, opts), 2500);
+            else target.publish(subject, data, opts);
+          };
+        }
+        const v = Reflect.get(target, key) as unknown;
+        return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+    });
+    const metrics = new InMemoryMetrics();
+    const ack = new CommitThenAck({ connection: late, confirmAck: { timeoutMs: 4000, retries: 0 }, metrics });
+    const writes = new Map<number, number[]>();
+    const shutdown = new AbortController();
+    const running = ack.runEach(
+      await f.js.consumers.get(f.stream, f.consumer),
+      async (m) => void writes.set(m.seq, [...(writes.get(m.seq) ?? []), m.info.deliveryCount]),
+      { concurrency: 1, expiresMs: 1000, signal: shutdown.signal },
+    );
+    const [seq] = await publish(f, 1);
+    await eventually(() => (metrics.snapshot().counters[MetricNames.REDELIVERIES_OF_COMMITTED_TOTAL] ?? 0) >= 1, "the redelivery acked", 10_000);
+    // The second delivery was acked at once: nothing is pending although the first ACK is still late.
+    await eventually(async () => (await consumerInfo(f)).num_ack_pending === 0, "nothing pending");
+    expect(writes.get(seq!)).toEqual([1]);
+    shutdown.abort();
+    await running;
+    expect(writes.get(seq!)).toEqual([1]);
+  });
 
   for (const intervalMs of [20, 300, 1000]) {
     it(`a steady trickle into long pulls (heartbeats every ${intervalMs} ms, max_deliver 1): every message written once, none lost`, async () => {
@@ -371,5 +406,26 @@ describe("intake on a 3-node cluster (R3 stream and consumer)", () => {
 
   it("a steady trickle into long pulls (heartbeats every 300 ms, max_deliver 1): every message written once, none lost", async () => {
     await trickleIntoLongPulls(nc, () => cluster.connect(), 300, 3);
+  });
+
+  it("confirmed ACKs from each node (leader or not): the batch's one reply comes after the consumer leader took every ACK", async () => {
+    const f = await createFixture(nc, { replicas: 3, maxAckPending: 2000 });
+    const n = 500;
+    for (const url of cluster.urls) {
+      const worker = await cluster.connect({ servers: url });
+      try {
+        const on = { ...f, nc: worker, js: jetstream(worker) };
+        await publish(on, n);
+        const msgs = await fetchBatch(on, n, 5000);
+        expect(msgs).toHaveLength(n);
+        const ack = new CommitThenAck({ connection: worker, confirmAck: { timeoutMs: 5000, retries: 1 } });
+        const result = await ack.process(msgs, async () => undefined);
+        expect(result.messages.every((m) => m.confirmed)).toBe(true);
+        // Read at once, from the leader: every ACK before the confirmed one was taken.
+        expect((await consumerInfo(f)).num_ack_pending).toBe(0);
+      } finally {
+        await worker.close();
+      }
+    }
   });
 });

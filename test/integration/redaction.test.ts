@@ -579,6 +579,35 @@ describe("nothing sensitive leaves the process", () => {
     expect(written).toBe(1);
   });
 
+  it("CommitThenAck.runEach: another delivery of a committed message whose ACK is late is acked, not written again", async () => {
+    const f = await fixture(nc, { ack_wait: nanos(1000) });
+    // ACK frames through this connection arrive 2.5 s late: the message comes back meanwhile.
+    const late = new Proxy(nc, {
+      get(target, key) {
+        if (key === "publish") {
+          return (subject: string, data?: string | Uint8Array, opts?: { reply?: string }) => {
+            if (subject.startsWith("$JS.ACK.")) setTimeout(() => target.publish(subject, data, opts), 2500);
+            else target.publish(subject, data, opts);
+          };
+        }
+        const v = Reflect.get(target, key) as unknown;
+        return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+    });
+    const stop = new AbortController();
+    let written = 0;
+    const loop = new CommitThenAck({ connection: late, confirmAck: { timeoutMs: 4000, retries: 0 }, metrics: main.sink }).runEach(
+      await f.js.consumers.get(f.stream, f.consumer),
+      () => void (written += 1),
+      { concurrency: 1, expiresMs: 1000, signal: stop.signal },
+    );
+    SEQUENCES.add((await f.js.publish(f.subject, new TextEncoder().encode(`${PAYLOAD}-late-ack`))).seq);
+    await eventually(() => main.calls.some((c) => c.name === MetricNames.REDELIVERIES_OF_COMMITTED_TOTAL), "the redelivery acked", 10_000);
+    stop.abort();
+    await loop;
+    expect(written).toBe(1);
+  });
+
   it("CommitThenAck.forConsumer: every refusal", async () => {
     const jsm = await jetstreamManager(nc);
     const backoff = await fixture(nc, { backoff: [nanos(1000), nanos(4000)], max_deliver: 5 });

@@ -5,6 +5,7 @@ import { Intake } from "../../../src/consume/intake.js";
 import type { Arrival, PullSource } from "../../../src/consume/pull-source.js";
 import { runBatches, type LoopContext } from "../../../src/consume/run-loop.js";
 import { validateRunOptions } from "../../../src/consume/run-options.js";
+import { AckingDeliveries } from "../../../src/settle/acking-deliveries.js";
 import type { BatchResult } from "../../../src/settle/batch-result.js";
 import { emptyResult } from "../../../src/settle/summarize.js";
 import { MetricsRecorder } from "../../../src/telemetry/metrics-recorder.js";
@@ -46,6 +47,7 @@ function context(open: (arrive: Arrival) => Promise<PullSource>, process: LoopCo
     sinkDown: () => false,
     onRecovered: () => () => undefined,
     confirm: undefined,
+    acking: new AckingDeliveries(),
     process,
   };
 }

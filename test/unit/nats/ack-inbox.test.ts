@@ -1,0 +1,107 @@
+/**
+ * Confirmed ACKs of a batch: the first attempt asks one reply of each run of frames to one
+ * consumer, later attempts one of every frame still unconfirmed. A fake connection records the
+ * frames and answers as the test says; that the server processes a connection's ACKs in order
+ * (which makes a run's last reply answer for the run) is proven against a real server in
+ * test/integration/commit-then-ack.test.ts.
+ */
+import { describe, expect, it } from "vitest";
+import { consumerPrefixEnd, consumerRuns, type ConfirmingConnection } from "../../../src/nats/ack-inbox.js";
+import { ackBatchConfirmed } from "../../../src/settle/frames.js";
+import { UNBOUNDED } from "../../../src/settle/settle-budget.js";
+import { fakeMsg } from "../../helpers/fakes.js";
+
+type Answer = (subject: string, reply: string) => number | undefined;
+
+/** A connection that records every frame and answers a frame with a reply by `answer` (undefined: no answer). */
+function fakeConnection(answer: Answer): ConfirmingConnection & { frames: Array<{ subject: string; reply: string | undefined }> } {
+  const frames: Array<{ subject: string; reply: string | undefined }> = [];
+  let deliver: ((err: unknown, msg: { subject: string; headers?: { code?: number } }) => void) | undefined;
+  return {
+    frames,
+    subscribe(_subject, options) {
+      deliver = options.callback;
+      return { unsubscribe() {} };
+    },
+    publish(subject, _payload, options) {
+      frames.push({ subject, reply: options?.reply });
+      const reply = options?.reply;
+      if (reply === undefined) return;
+      const code = answer(subject, reply);
+      if (code === undefined) return;
+      queueMicrotask(() => deliver?.(null, code === 0 ? { subject: reply } : { subject: reply, headers: { code } }));
+    },
+    isClosed: () => false,
+  };
+}
+
+describe("consumer runs of ACK subjects", () => {
+  it("finds the consumer part of both subject forms, and nothing in other shapes", () => {
+    const v1 = "$JS.ACK.ORDERS.worker.1.42.40.1700000000000000000.3";
+    expect(v1.slice(0, consumerPrefixEnd(v1))).toBe("$JS.ACK.ORDERS.worker.");
+    const v2 = "$JS.ACK.hub.ACCHASH.ORDERS.worker.1.42.40.1700000000000000000.3.tok";
+    expect(v2.slice(0, consumerPrefixEnd(v2))).toBe("$JS.ACK.hub.ACCHASH.ORDERS.worker.");
+    const v2short = "$JS.ACK.hub.ACCHASH.ORDERS.worker.1.42.40.1700000000000000000.3";
+    expect(v2short.slice(0, consumerPrefixEnd(v2short))).toBe("$JS.ACK.hub.ACCHASH.ORDERS.worker.");
+    expect(consumerPrefixEnd("_INBOX.abc.1")).toBe(-1);
+    expect(consumerPrefixEnd("$JS.ACK.S.C.1.2")).toBe(-1);
+  });
+
+  it("groups consecutive frames to one consumer; another consumer or an odd subject starts a new run", () => {
+    const a = (n: number): string => `$JS.ACK.S.A.1.${n}.${n}.0.0`;
+    const b = (n: number): string => `$JS.ACK.S.B.1.${n}.${n}.0.0`;
+    // A consumer whose name starts like another's is another consumer.
+    const ab = (n: number): string => `$JS.ACK.S.AB.1.${n}.${n}.0.0`;
+    expect(consumerRuns([a(1), a(2), a(3), b(4), b(5), a(6), "odd", "odd", ab(9), a(10)])).toEqual([[0, 1, 2], [3, 4], [5], [6], [7], [8], [9]]);
+    expect(consumerRuns([])).toEqual([]);
+  });
+});
+
+describe("ackBatchConfirmed", () => {
+  it("asks one reply of each run; its confirmation confirms every message of the run", async () => {
+    const msgs = [fakeMsg({ consumer: "A" }), fakeMsg({ consumer: "A" }), fakeMsg({ consumer: "A" }), fakeMsg({ consumer: "B" }), fakeMsg({ consumer: "B" })];
+    const nc = fakeConnection(() => 0);
+    const outcomes = await ackBatchConfirmed(msgs, { timeoutMs: 1000, retries: 1 }, nc, UNBOUNDED, false);
+    expect(outcomes.map((o) => o.confirmed)).toEqual([true, true, true, true, true]);
+    expect(nc.frames.map((f) => f.subject)).toEqual(msgs.map((m) => m.reply));
+    // Only the last frame of each run carries a reply subject.
+    expect(nc.frames.map((f) => f.reply !== undefined)).toEqual([false, false, true, false, true]);
+    expect(msgs.every((m) => m.didAck)).toBe(true);
+  });
+
+  it("a run whose reply never comes is asked again frame by frame, and each answer counts for its own frame", async () => {
+    const msgs = [fakeMsg(), fakeMsg(), fakeMsg()];
+    let first = true;
+    // The run's reply is lost; on the retry the server confirms the first two frames only.
+    const nc = fakeConnection((subject) => {
+      if (first) {
+        first = false;
+        return undefined;
+      }
+      return subject === msgs[2]!.reply ? undefined : 0;
+    });
+    const outcomes = await ackBatchConfirmed(msgs, { timeoutMs: 30, retries: 1 }, nc, UNBOUNDED, false);
+    expect(outcomes.map((o) => o.confirmed)).toEqual([true, true, false]);
+    expect(outcomes[2]!.error).toBeInstanceOf(Error);
+    expect((outcomes[2]!.error as Error).name).toBe("AckNotConfirmedError");
+    // The first attempt: three frames, one reply asked; the retry: a reply asked of each.
+    expect(nc.frames.map((f) => f.reply !== undefined)).toEqual([false, false, true, true, true, true]);
+  });
+
+  it("a refused run (nobody holds the consumer) is refused for all of its messages and asked again", async () => {
+    const msgs = [fakeMsg(), fakeMsg()];
+    let attempt = 0;
+    const nc = fakeConnection((_subject, reply) => {
+      // The first attempt's run is refused (503); the retry is confirmed.
+      if (/\.r\d+$/.test(reply)) {
+        attempt += 1;
+        return 503;
+      }
+      return 0;
+    });
+    const outcomes = await ackBatchConfirmed(msgs, { timeoutMs: 2000, retries: 2 }, nc, UNBOUNDED, false);
+    expect(attempt).toBe(1);
+    expect(outcomes.map((o) => o.confirmed)).toEqual([true, true]);
+    expect(nc.frames).toHaveLength(4);
+  });
+});
