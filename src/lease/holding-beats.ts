@@ -12,11 +12,6 @@ import { sendRound, type ClosableConnection } from "./heartbeat-round.js";
 import type { Scheduler, ScheduledTask, SchedulerEntry } from "./scheduler.js";
 
 /** A held message and when its lease was last refreshed (its delivery or its last beat), monotonic ms. */
-interface Held {
-  readonly msg: JsMsg;
-  refreshedAt: number;
-}
-
 /** Keeps the leases of held messages until their write starts. */
 export class HoldingBeats implements ScheduledTask {
   schedulerEntry: SchedulerEntry | undefined = undefined;
@@ -24,7 +19,8 @@ export class HoldingBeats implements ScheduledTask {
   readonly #scheduler: Scheduler;
   readonly #metrics: MetricsRecorder;
   readonly #connection: ClosableConnection | undefined;
-  readonly #held = new Map<JsMsg, Held>();
+  /** Each held message and when its lease was last refreshed (monotonic ms): no object per message. */
+  readonly #held = new Map<JsMsg, number>();
 
   constructor(intervalMs: number, scheduler: Scheduler, metrics: MetricsRecorder, connection: ClosableConnection | undefined) {
     this.#intervalMs = intervalMs;
@@ -41,7 +37,7 @@ export class HoldingBeats implements ScheduledTask {
   /** Starts keeping `m`, delivered at `receivedAt` (monotonic ms). */
   hold(m: JsMsg, receivedAt: number): void {
     const wasEmpty = this.#held.size === 0;
-    this.#held.set(m, { msg: m, refreshedAt: receivedAt });
+    this.#held.set(m, receivedAt);
     if (wasEmpty) this.#scheduler.schedule(this, receivedAt + this.#intervalMs);
   }
 
@@ -50,36 +46,35 @@ export class HoldingBeats implements ScheduledTask {
    * when its lease was last refreshed (monotonic ms), `undefined` when it was not held.
    */
   release(m: JsMsg): number | undefined {
-    const h = this.#held.get(m);
-    if (h === undefined) return undefined;
+    const refreshedAt = this.#held.get(m);
+    if (refreshedAt === undefined) return undefined;
     this.#held.delete(m);
     if (this.#held.size === 0) this.#scheduler.cancel(this);
-    return h.refreshedAt;
+    return refreshedAt;
   }
 
   run(now: number): void {
     // Messages refreshed less than half an interval ago wait for the next tick; the others are
     // beaten together, in one round (one socket write).
-    const due: Held[] = [];
+    const due: JsMsg[] = [];
     let oldestLeft = Number.POSITIVE_INFINITY;
-    for (const h of this.#held.values()) {
-      if (now - h.refreshedAt >= this.#intervalMs / 2) due.push(h);
-      else if (h.refreshedAt < oldestLeft) oldestLeft = h.refreshedAt;
+    for (const [m, refreshedAt] of this.#held) {
+      if (now - refreshedAt >= this.#intervalMs / 2) due.push(m);
+      else if (refreshedAt < oldestLeft) oldestLeft = refreshedAt;
     }
     if (due.length > 0) {
-      const result = sendRound(
-        due.map((h) => h.msg),
-        this.#connection,
-      );
+      const result = sendRound(due, this.#connection);
       const refreshed = result.refreshed === "all" ? undefined : new Set(result.refreshed);
       let sent = 0;
       for (let i = 0; i < due.length; i++) {
-        const h = due[i]!;
+        const m = due[i]!;
+        let refreshedAt = this.#held.get(m)!;
         if (refreshed === undefined || refreshed.has(i)) {
-          h.refreshedAt = now;
+          refreshedAt = now;
+          this.#held.set(m, now);
           sent += 1;
         }
-        if (h.refreshedAt < oldestLeft) oldestLeft = h.refreshedAt;
+        if (refreshedAt < oldestLeft) oldestLeft = refreshedAt;
       }
       if (sent > 0) this.#metrics.count(MetricNames.IN_PROGRESS_HELD_BEATS_TOTAL, sent);
       if (result.failed > 0) this.#metrics.count(MetricNames.IN_PROGRESS_FAILURES_TOTAL);

@@ -35,6 +35,8 @@ export function markSettled(m: JsMsg): void {
 
 /** The delivery count from the ack subject (1 for a first delivery), when it can be read. */
 export function deliveryCount(m: JsMsg): number | undefined {
+  const fast = ackSubjectNumber(m, 0);
+  if (fast !== undefined) return fast;
   try {
     const n = m.info?.deliveryCount;
     return typeof n === "number" && Number.isInteger(n) && n >= 1 ? n : undefined;
@@ -45,12 +47,48 @@ export function deliveryCount(m: JsMsg): number | undefined {
 
 /** The stream sequence from the delivery info, when readable. */
 export function streamSequence(m: JsMsg): number | undefined {
+  const fast = ackSubjectNumber(m, 1);
+  if (fast !== undefined) return fast;
   try {
     const seq = m.info?.streamSequence;
     return typeof seq === "number" && Number.isInteger(seq) && seq >= 1 ? seq : undefined;
   } catch {
     return undefined;
   }
+}
+
+const DOT = 46;
+const ZERO = 48;
+const NINE = 57;
+
+/**
+ * The delivery count (`which` 0) or stream sequence (1) read straight from the ack subject:
+ * the client's `info` parses the whole subject into an object on every read, and the loops ask
+ * for these per message several times. `undefined` for a subject of another shape (the caller
+ * then asks `info`). Forms: `$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.…` (9 tokens) and
+ * `$JS.ACK.<domain>.<account>.<stream>.<consumer>.<delivered>.<sseq>.…` (11 or 12).
+ */
+function ackSubjectNumber(m: JsMsg, which: 0 | 1): number | undefined {
+  const reply = replySubject(m);
+  if (reply === undefined || !reply.startsWith("$JS.ACK.")) return undefined;
+  let dots = 0;
+  for (let i = 0; i < reply.length; i++) if (reply.charCodeAt(i) === DOT) dots += 1;
+  const first = dots === 8 ? 4 : dots === 10 || dots === 11 ? 6 : -1;
+  if (first < 0) return undefined;
+  const token = first + which;
+  let seen = 0;
+  let i = 0;
+  for (; i < reply.length && seen < token; i++) if (reply.charCodeAt(i) === DOT) seen += 1;
+  let n = 0;
+  let digits = 0;
+  for (; i < reply.length; i++) {
+    const c = reply.charCodeAt(i);
+    if (c === DOT) break;
+    if (c < ZERO || c > NINE) return undefined;
+    n = n * 10 + (c - ZERO);
+    digits += 1;
+  }
+  return digits > 0 && digits <= 15 && n >= 1 ? n : undefined;
 }
 
 /** The JetStream domain a message came through, when its ack subject names one. */
