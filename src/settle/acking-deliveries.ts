@@ -12,6 +12,12 @@ import { streamSequence } from "../nats/message-access.js";
 export class AckingDeliveries {
   /** Stream sequence → ACKs of it on their way. */
   readonly #acking = new Map<number, number>();
+  /**
+   * Stream sequence → until when (monotonic ms) a late ACK still counts as on its way: one that
+   * was held over a disconnect or asked again can be overtaken by a delivery the server made
+   * before it arrived (a pull sent at the reconnect, a new leader's first redeliveries).
+   */
+  readonly #late = new Map<number, number>();
 
   /** ACKs of `msgs` leave now; returns what to pass to `end` once each is answered or given up. */
   begin(msgs: readonly JsMsg[]): number[] {
@@ -25,22 +31,43 @@ export class AckingDeliveries {
     return seqs;
   }
 
-  end(seqs: readonly number[]): void {
+  /** The ACKs of `seqs` were answered or given up; `late`: they were held or asked again. */
+  end(seqs: readonly number[], late = false): void {
+    const now = performance.now();
+    this.#prune(now);
     for (const seq of seqs) {
       const n = (this.#acking.get(seq) ?? 0) - 1;
       if (n > 0) this.#acking.set(seq, n);
       else this.#acking.delete(seq);
+      if (late) {
+        // Re-inserted so the map stays in expiry order (pruned from its start).
+        this.#late.delete(seq);
+        this.#late.set(seq, now + LATE_GRACE_MS);
+      }
     }
   }
 
   /** Whether `m` is a message whose ACK is on its way (another delivery of a committed message). */
   has(m: JsMsg): boolean {
-    if (this.#acking.size === 0) return false;
+    if (this.#acking.size === 0 && this.#late.size === 0) return false;
     const seq = streamSequence(m);
-    return seq !== undefined && this.#acking.has(seq);
+    if (seq === undefined) return false;
+    if (this.#acking.has(seq)) return true;
+    const until = this.#late.get(seq);
+    return until !== undefined && until > performance.now();
   }
 
   get size(): number {
-    return this.#acking.size;
+    return this.#acking.size + this.#late.size;
+  }
+
+  #prune(now: number): void {
+    for (const [seq, until] of this.#late) {
+      if (until > now) break;
+      this.#late.delete(seq);
+    }
   }
 }
+
+/** How long a late ACK counts as on its way after it left. */
+const LATE_GRACE_MS = 5_000;

@@ -4,7 +4,7 @@
  */
 import type { JsMsg } from "@nats-io/jetstream";
 import { AckNotConfirmedError } from "../errors.js";
-import { requesterOf, serverVersionOf, type Requester } from "../nats/connection-state.js";
+import { connectionDown, requesterOf, serverVersionOf, type Requester } from "../nats/connection-state.js";
 import { AckInbox, consumerRuns, type ConfirmingConnection } from "../nats/ack-inbox.js";
 import { deliveryCount, isSettled, markSettled, replySubject } from "../nats/message-access.js";
 import { nakDelay, type NakDelay } from "../policy/nak-delay.js";
@@ -139,6 +139,9 @@ export function ackBatchConfirmed(
     // A host's explicit confirmAck: at most `retries` more attempts, refused or timed out.
     const maxAttempts = bridgeElections ? Number.POSITIVE_INFINITY : (options.retries ?? 2) + 1;
     const resend = (): void => {
+      // While the client is between connections nothing it sends arrives: the loops keep asking
+      // until it is back, as for an election, up to a minute.
+      if (bridgeElections && connectionDown(msgs[0]!) === true) deadline = Math.min(started + ELECTION_CAP_MS, Math.max(deadline, performance.now() + window));
       if (left() <= 0 || nc.isClosed() || attempts >= maxAttempts) {
         finish();
         return;

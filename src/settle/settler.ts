@@ -123,8 +123,10 @@ export class Settler {
     if (confirm === undefined || msgs.length === 0 || msgs.some((m) => connectionDown(m) === true)) return undefined;
     const acking = scope.acking;
     const seqs = acking?.begin(msgs);
+    const started = performance.now();
     return ackBatchConfirmed(msgs, confirm.options, confirm.connection, scope.budget, host === undefined).then((outcomes) => {
-      if (seqs !== undefined) acking!.end(seqs);
+      // An answer slower than the first attempt's wait came from an ACK asked again: late.
+      if (seqs !== undefined) acking!.end(seqs, performance.now() - started > (confirm.options.timeoutMs ?? 5000));
       return msgs.map((msg, i) => {
         const o = outcomes[i]!;
         const r: MessageResult = { msg, action: "acked", confirmed: o.confirmed, ...(o.error !== undefined ? { settleError: o.error } : {}) };
@@ -162,7 +164,7 @@ export class Settler {
   async #holdAck(m: JsMsg, scope: SettleScope, error: unknown): Promise<MessageResult> {
     const seqs = scope.acking?.begin([m]);
     const outcome = await ackWhenConnected(m, scope.budget);
-    if (seqs !== undefined) scope.acking!.end(seqs);
+    if (seqs !== undefined) scope.acking!.end(seqs, true);
     const metrics = this.#config.metrics;
     if (outcome.kind === "sent") {
       metrics.count(MetricNames.ACKS_HELD_TOTAL);

@@ -175,12 +175,18 @@ describe("the heartbeat thread", () => {
     await using spy = await AckSpy.start(nc, f.stream);
     const msgs = await fetchBatch(f, 2);
     const lease = thread.register(replies(msgs), { intervalMs: 100, maxHeartbeats: 3, firstDueAt: nowEpochMs(), confirm: { timeoutMs: 1000 } });
-    await eventually(() => lease.confirmed === 3, "three confirmed rounds");
-    expect(lease.failures).toBe(0);
-    expect(lease.lastBeatAt).toBeGreaterThan(0);
-    expect(spy.of("+WPI").every((x) => x.withReply)).toBe(true);
-    expect(spy.of("+WPI")).toHaveLength(6);
-    lease.stop();
+    try {
+      await eventually(() => lease.confirmed === 3, "three confirmed rounds");
+      expect(lease.failures).toBe(0);
+      expect(lease.lastBeatAt).toBeGreaterThan(0);
+      // The spy reads on another connection: its copies may come after the thread's answers.
+      await spy.waitFor((fr) => fr.filter((x) => x.kind === "+WPI").length >= 6, 5000, "six +WPI frames");
+      await sleep(300);
+      expect(spy.of("+WPI").every((x) => x.withReply)).toBe(true);
+      expect(spy.of("+WPI")).toHaveLength(6);
+    } finally {
+      lease.stop();
+    }
     for (const m of msgs) m.ack();
     await nc.flush();
   });

@@ -1,0 +1,46 @@
+/**
+ * The messages a loop committed whose ACK is on its way: another delivery of one is recognised
+ * while the ACK is out, and for a while after a late one (held over a disconnect, asked again).
+ */
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { AckingDeliveries } from "../../../src/settle/acking-deliveries.js";
+import { fakeMsg } from "../../helpers/fakes.js";
+
+afterEach(() => void vi.useRealTimers());
+
+describe("AckingDeliveries", () => {
+  it("knows another delivery of a message while its ACK is out, and forgets it once answered in time", () => {
+    const acking = new AckingDeliveries();
+    const first = fakeMsg({ seq: 41 });
+    const seqs = acking.begin([first, fakeMsg({ seq: 42 })]);
+    expect(acking.has(fakeMsg({ seq: 41, deliveryCount: 2 }))).toBe(true);
+    expect(acking.has(fakeMsg({ seq: 43 }))).toBe(false);
+    acking.end(seqs);
+    expect(acking.has(fakeMsg({ seq: 41, deliveryCount: 2 }))).toBe(false);
+    expect(acking.size).toBe(0);
+  });
+
+  it("after a late ACK keeps knowing the message for a grace period, then forgets it", () => {
+    vi.useFakeTimers({ toFake: ["performance"] });
+    const acking = new AckingDeliveries();
+    acking.end(acking.begin([fakeMsg({ seq: 7 })]), true);
+    expect(acking.has(fakeMsg({ seq: 7, deliveryCount: 3 }))).toBe(true);
+    vi.advanceTimersByTime(4_900);
+    expect(acking.has(fakeMsg({ seq: 7, deliveryCount: 3 }))).toBe(true);
+    vi.advanceTimersByTime(200);
+    expect(acking.has(fakeMsg({ seq: 7, deliveryCount: 3 }))).toBe(false);
+    // Pruned with the next answer: nothing is kept for ever.
+    acking.end(acking.begin([fakeMsg({ seq: 8 })]));
+    expect(acking.size).toBe(0);
+  });
+
+  it("counts two ACKs of one message on their way: the first answer leaves the second", () => {
+    const acking = new AckingDeliveries();
+    const a = acking.begin([fakeMsg({ seq: 5 })]);
+    const b = acking.begin([fakeMsg({ seq: 5, deliveryCount: 2 })]);
+    acking.end(a);
+    expect(acking.has(fakeMsg({ seq: 5, deliveryCount: 3 }))).toBe(true);
+    acking.end(b);
+    expect(acking.has(fakeMsg({ seq: 5, deliveryCount: 3 }))).toBe(false);
+  });
+});
