@@ -20,7 +20,7 @@ import type { ConsumerBinding } from "./consumer-binding.js";
 import { Intake } from "./intake.js";
 import { expiryBound, pullExpiryMs, shortestWindowMs } from "./intake-plan.js";
 import { consumeSource, fetchSource, type Arrival, type PullSource, type SourceNotice } from "./pull-source.js";
-import type { LoopBase } from "./run-loop.js";
+import { isRefusedByClient, refusedPull, type LoopBase } from "./run-loop.js";
 import { callGuarded, type LoopSettings } from "./run-options.js";
 
 /** A consumer as the loops use it. */
@@ -113,7 +113,13 @@ export async function setUpLoop(consumer: LoopConsumer, settings: LoopSettings, 
   const openSource = async (deliver: Parameters<LoopBase["openSource"]>[0], room: () => number): Promise<PullSource> => {
     const arrive = skipCommitted(deliver, acking, inputs.metrics);
     if (!subscribed || typeof consumer.consume !== "function") return fetchSource(consumer, expiry.ms, settings.pull, arrive);
-    const source = await consumeSource(consumer as Pick<Consumer, "consume">, expiry.ms, capacity, settings.pull, room, arrive);
+    let source: PullSource | undefined;
+    try {
+      source = await consumeSource(consumer as Pick<Consumer, "consume">, expiry.ms, capacity, settings.pull, room, arrive);
+    } catch (err) {
+      // An older client refuses the options of a pinned pull when the subscription opens.
+      throw isRefusedByClient(err) ? refusedPull(err) : err;
+    }
     if (source === undefined) {
       if (!facts.pinned) return fetchSource(consumer, expiry.ms, settings.pull, arrive);
       throw new TypeError("this NATS client's consume() cannot be bounded to the loop's capacity: use @nats-io/jetstream 3.1 or later for pinned consumers");
