@@ -31,18 +31,23 @@ export class AckingDeliveries {
     return seqs;
   }
 
-  /** The ACKs of `seqs` were answered or given up; `late`: they were held or asked again. */
-  end(seqs: readonly number[], late = false): void {
+  /**
+   * The ACKs of `seqs` were answered or given up. `graceMs`: how long they still count as on
+   * their way — after an ACK that was held or asked again ({@link LATE_GRACE_MS}), or one the
+   * server never confirmed ({@link UNCONFIRMED_GRACE_MS}: its message comes back once a new
+   * leader takes over, which can take seconds).
+   */
+  end(seqs: readonly number[], graceMs = 0): void {
     const now = performance.now();
     this.#prune(now);
     for (const seq of seqs) {
       const n = (this.#acking.get(seq) ?? 0) - 1;
       if (n > 0) this.#acking.set(seq, n);
       else this.#acking.delete(seq);
-      if (late) {
-        // Re-inserted so the map stays in expiry order (pruned from its start).
+      if (graceMs > 0) {
+        // Re-inserted at the end: the map is pruned from its start, oldest first.
         this.#late.delete(seq);
-        this.#late.set(seq, now + LATE_GRACE_MS);
+        this.#late.set(seq, now + graceMs);
       }
     }
   }
@@ -61,6 +66,7 @@ export class AckingDeliveries {
     return this.#acking.size + this.#late.size;
   }
 
+  /** Drops what expired from the start (entries after a longer grace wait at most that long). */
   #prune(now: number): void {
     for (const [seq, until] of this.#late) {
       if (until > now) break;
@@ -69,5 +75,7 @@ export class AckingDeliveries {
   }
 }
 
-/** How long a late ACK counts as on its way after it left. */
-const LATE_GRACE_MS = 5_000;
+/** How long an ACK that was held or asked again counts as on its way after it left. */
+export const LATE_GRACE_MS = 5_000;
+/** How long an ACK the server never confirmed counts as on its way (as long as an election is bridged). */
+export const UNCONFIRMED_GRACE_MS = 60_000;

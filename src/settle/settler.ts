@@ -2,7 +2,7 @@
  * Sending what the settle decision chose for one message, and reporting what happened. The
  * decision itself is pure (`decide.ts`); everything here is I/O and its failure handling.
  */
-import type { AckingDeliveries } from "./acking-deliveries.js";
+import { LATE_GRACE_MS, UNCONFIRMED_GRACE_MS, type AckingDeliveries } from "./acking-deliveries.js";
 import type { JsMsg } from "@nats-io/jetstream";
 import { ConnectionClosedError, ConsumerPolicyError, DeadLetterError, DisconnectedError, errorName } from "../errors.js";
 import { canConfirmInBatches, type ConfirmingConnection } from "../nats/ack-inbox.js";
@@ -125,8 +125,12 @@ export class Settler {
     const seqs = acking?.begin(msgs);
     const started = performance.now();
     return ackBatchConfirmed(msgs, confirm.options, confirm.connection, scope.budget, host === undefined).then((outcomes) => {
-      // An answer slower than the first attempt's wait came from an ACK asked again: late.
-      if (seqs !== undefined) acking!.end(seqs, performance.now() - started > (confirm.options.timeoutMs ?? 5000));
+      if (seqs !== undefined) {
+        // Unconfirmed: the message can come back once a new leader took over. Slower than the
+        // first attempt's wait: the answer came to an ACK asked again, late.
+        const late = performance.now() - started > (confirm.options.timeoutMs ?? 5000);
+        acking!.end(seqs, outcomes.some((o) => !o.confirmed) ? UNCONFIRMED_GRACE_MS : late ? LATE_GRACE_MS : 0);
+      }
       return msgs.map((msg, i) => {
         const o = outcomes[i]!;
         const r: MessageResult = { msg, action: "acked", confirmed: o.confirmed, ...(o.error !== undefined ? { settleError: o.error } : {}) };
@@ -164,7 +168,7 @@ export class Settler {
   async #holdAck(m: JsMsg, scope: SettleScope, error: unknown): Promise<MessageResult> {
     const seqs = scope.acking?.begin([m]);
     const outcome = await ackWhenConnected(m, scope.budget);
-    if (seqs !== undefined) scope.acking!.end(seqs, true);
+    if (seqs !== undefined) scope.acking!.end(seqs, outcome.kind === "sent" ? LATE_GRACE_MS : UNCONFIRMED_GRACE_MS);
     const metrics = this.#config.metrics;
     if (outcome.kind === "sent") {
       metrics.count(MetricNames.ACKS_HELD_TOTAL);

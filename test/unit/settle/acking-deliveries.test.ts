@@ -3,7 +3,7 @@
  * while the ACK is out, and for a while after a late one (held over a disconnect, asked again).
  */
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { AckingDeliveries } from "../../../src/settle/acking-deliveries.js";
+import { AckingDeliveries, LATE_GRACE_MS, UNCONFIRMED_GRACE_MS } from "../../../src/settle/acking-deliveries.js";
 import { fakeMsg } from "../../helpers/fakes.js";
 
 afterEach(() => void vi.useRealTimers());
@@ -23,7 +23,7 @@ describe("AckingDeliveries", () => {
   it("after a late ACK keeps knowing the message for a grace period, then forgets it", () => {
     vi.useFakeTimers({ toFake: ["performance"] });
     const acking = new AckingDeliveries();
-    acking.end(acking.begin([fakeMsg({ seq: 7 })]), true);
+    acking.end(acking.begin([fakeMsg({ seq: 7 })]), LATE_GRACE_MS);
     expect(acking.has(fakeMsg({ seq: 7, deliveryCount: 3 }))).toBe(true);
     vi.advanceTimersByTime(4_900);
     expect(acking.has(fakeMsg({ seq: 7, deliveryCount: 3 }))).toBe(true);
@@ -32,6 +32,16 @@ describe("AckingDeliveries", () => {
     // Pruned with the next answer: nothing is kept for ever.
     acking.end(acking.begin([fakeMsg({ seq: 8 })]));
     expect(acking.size).toBe(0);
+  });
+
+  it("after an ACK the server never confirmed keeps knowing the message for a minute", () => {
+    vi.useFakeTimers({ toFake: ["performance"] });
+    const acking = new AckingDeliveries();
+    acking.end(acking.begin([fakeMsg({ seq: 9 })]), UNCONFIRMED_GRACE_MS);
+    vi.advanceTimersByTime(59_000);
+    expect(acking.has(fakeMsg({ seq: 9, deliveryCount: 2 }))).toBe(true);
+    vi.advanceTimersByTime(2_000);
+    expect(acking.has(fakeMsg({ seq: 9, deliveryCount: 2 }))).toBe(false);
   });
 
   it("counts two ACKs of one message on their way: the first answer leaves the second", () => {
