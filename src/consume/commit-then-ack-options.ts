@@ -72,11 +72,12 @@ export interface CommitThenAckOptions {
    */
   readonly signal?: AbortSignal;
   /**
-   * Confirmed ACKs: each `+ACK` is sent as a request and waited for, and sent again while the
-   * server does not confirm it (`{ timeoutMs, retries }`), so an ACK lost in a leader election
+   * Confirmed ACKs: the server is asked to confirm the `+ACK`s, and what it does not confirm is
+   * sent again (`{ timeoutMs, retries }`), so an ACK lost in a leader election
    * does not turn into a duplicate write. Default: `process` sends plain ACKs; `run` and
    * `runEach` confirm theirs (one reply inbox per batch, timeout an eighth of AckWait within
-   * 200–2,000 ms, 6 retries, and while the server answers "no responders" up to a minute).
+   * 200–2,000 ms, 6 retries, and up to a minute while the server answers "no responders" or
+   * the client is between connections).
    * A batch's first attempt asks one reply of its last `+ACK` to each consumer: the server
    * takes a connection's ACKs in order, so that reply answers for the ones before it; a retry
    * asks one of every ACK still unconfirmed. While a loop's ACK is on its way, another delivery
