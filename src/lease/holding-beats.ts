@@ -57,21 +57,23 @@ export class HoldingBeats implements ScheduledTask {
     // Messages refreshed less than half an interval ago wait for the next tick; the others are
     // beaten together, in one round (one socket write).
     const due: JsMsg[] = [];
+    const dueAt: number[] = [];
     let oldestLeft = Number.POSITIVE_INFINITY;
     for (const [m, refreshedAt] of this.#held) {
-      if (now - refreshedAt >= this.#intervalMs / 2) due.push(m);
-      else if (refreshedAt < oldestLeft) oldestLeft = refreshedAt;
+      if (now - refreshedAt >= this.#intervalMs / 2) {
+        due.push(m);
+        dueAt.push(refreshedAt);
+      } else if (refreshedAt < oldestLeft) oldestLeft = refreshedAt;
     }
     if (due.length > 0) {
       const result = sendRound(due, this.#connection);
       const refreshed = result.refreshed === "all" ? undefined : new Set(result.refreshed);
       let sent = 0;
       for (let i = 0; i < due.length; i++) {
-        const m = due[i]!;
-        let refreshedAt = this.#held.get(m)!;
+        let refreshedAt = dueAt[i]!;
         if (refreshed === undefined || refreshed.has(i)) {
           refreshedAt = now;
-          this.#held.set(m, now);
+          this.#held.set(due[i]!, now);
           sent += 1;
         }
         if (refreshedAt < oldestLeft) oldestLeft = refreshedAt;

@@ -14,6 +14,8 @@
  * refusal) ask for a reply to every frame, so whatever is still unconfirmed is known exactly.
  */
 
+import { consumerPrefixEnd } from "./message-access.js";
+
 /** What confirming needs of a connection (a `NatsConnection`). */
 export interface ConfirmingConnection {
   subscribe(subject: string, options: { callback: (err: unknown, msg: { subject: string; headers?: { code?: number } | undefined }) => void }): { unsubscribe(): void };
@@ -43,25 +45,6 @@ export interface AckBatch {
 const ACK = new TextEncoder().encode("+ACK");
 /** Marks a reply subject that answers for a run ("r"). */
 const R = "r".charCodeAt(0);
-
-/**
- * Where an ACK subject's consumer part ends (`$JS.ACK.<stream>.<consumer>.` or, with a domain
- * and account, `$JS.ACK.<domain>.<account>.<stream>.<consumer>.`): frames whose subjects share
- * it go to one consumer. -1 for a subject of another shape (it is confirmed on its own).
- */
-export function consumerPrefixEnd(subject: string): number {
-  if (!subject.startsWith("$JS.ACK.")) return -1;
-  let dots = 0;
-  for (let i = 0; i < subject.length; i++) if (subject.charCodeAt(i) === 46) dots += 1;
-  // 9 tokens (8 dots): the original form; 11 or 12 tokens: with domain and account.
-  const want = dots === 8 ? 4 : dots === 10 || dots === 11 ? 6 : -1;
-  if (want < 0) return -1;
-  let seen = 0;
-  for (let i = 0; i < subject.length; i++) {
-    if (subject.charCodeAt(i) === 46 && ++seen === want) return i + 1;
-  }
-  return -1;
-}
 
 /**
  * Splits the batch's subjects into runs of consecutive frames to one consumer (indexes, in

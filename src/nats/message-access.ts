@@ -62,23 +62,36 @@ const ZERO = 48;
 const NINE = 57;
 
 /**
+ * Where an ack subject's consumer part ends, the delivery count's token starting there
+ * (`$JS.ACK.<stream>.<consumer>.` in the 9-token form, `$JS.ACK.<domain>.<account>.<stream>.<consumer>.`
+ * in the 11- or 12-token one); -1 for a subject of another shape. Frames whose subjects share
+ * that prefix go to one consumer.
+ */
+export function consumerPrefixEnd(subject: string): number {
+  if (!subject.startsWith("$JS.ACK.")) return -1;
+  let dots = 0;
+  for (let i = 0; i < subject.length; i++) if (subject.charCodeAt(i) === DOT) dots += 1;
+  const want = dots === 8 ? 4 : dots === 10 || dots === 11 ? 6 : -1;
+  if (want < 0) return -1;
+  let seen = 0;
+  for (let i = 0; i < subject.length; i++) {
+    if (subject.charCodeAt(i) === DOT && ++seen === want) return i + 1;
+  }
+  return -1;
+}
+
+/**
  * The delivery count (`which` 0) or stream sequence (1) read straight from the ack subject:
  * the client's `info` parses the whole subject into an object on every read, and the loops ask
  * for these per message several times. `undefined` for a subject of another shape (the caller
- * then asks `info`). Forms: `$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.…` (9 tokens) and
- * `$JS.ACK.<domain>.<account>.<stream>.<consumer>.<delivered>.<sseq>.…` (11 or 12).
+ * then asks `info`).
  */
 function ackSubjectNumber(m: JsMsg, which: 0 | 1): number | undefined {
   const reply = replySubject(m);
-  if (reply === undefined || !reply.startsWith("$JS.ACK.")) return undefined;
-  let dots = 0;
-  for (let i = 0; i < reply.length; i++) if (reply.charCodeAt(i) === DOT) dots += 1;
-  const first = dots === 8 ? 4 : dots === 10 || dots === 11 ? 6 : -1;
-  if (first < 0) return undefined;
-  const token = first + which;
-  let seen = 0;
-  let i = 0;
-  for (; i < reply.length && seen < token; i++) if (reply.charCodeAt(i) === DOT) seen += 1;
+  if (reply === undefined) return undefined;
+  let i = consumerPrefixEnd(reply);
+  if (i < 0) return undefined;
+  if (which === 1) i = reply.indexOf(".", i) + 1;
   let n = 0;
   let digits = 0;
   for (; i < reply.length; i++) {

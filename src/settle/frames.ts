@@ -43,6 +43,9 @@ export interface AckOutcome {
 
 const ACK = "+ACK";
 
+/** How long a confirmed ACK waits for its answer when `timeoutMs` is not given. */
+export const DEFAULT_CONFIRM_TIMEOUT_MS = 5000;
+
 /**
  * Sends `+ACK` and waits for the server's reply. The first attempt goes through
  * `ackAck()` (which marks the message acked in the client); later attempts publish the
@@ -56,7 +59,7 @@ export async function ackConfirmed(
   connection: Requester | undefined,
   budget: SettleBudget,
 ): Promise<AckOutcome> {
-  const timeoutFor = (): number => Math.max(1, Math.min(options.timeoutMs ?? 5000, budget.remainingMs()));
+  const timeoutFor = (): number => Math.max(1, Math.min(options.timeoutMs ?? DEFAULT_CONFIRM_TIMEOUT_MS, budget.remainingMs()));
   const retries = options.retries ?? 2;
   if (isSettled(m)) return { confirmed: false };
   let lastError: unknown;
@@ -109,7 +112,7 @@ export function ackBatchConfirmed(
     markSettled(m);
   });
   if (subjects.length === 0) return Promise.resolve(outcomes);
-  const timeoutMs = options.timeoutMs ?? 5000;
+  const timeoutMs = options.timeoutMs ?? DEFAULT_CONFIRM_TIMEOUT_MS;
   const window = timeoutMs * ((options.retries ?? 2) + 1);
   const started = performance.now();
   let deadline = started + window;

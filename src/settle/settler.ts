@@ -13,7 +13,7 @@ import type { MetricsRecorder } from "../telemetry/metrics-recorder.js";
 import type { MessageResult, TemporaryFailureAction } from "./batch-result.js";
 import { isLastDelivery, type Decision } from "./decide.js";
 import { publishDeadLetter, type DeadLetterTarget } from "./dead-letter.js";
-import { ackBatchConfirmed, ackConfirmed, nakWithDelay, termWithReason, type ConfirmAckOptions } from "./frames.js";
+import { DEFAULT_CONFIRM_TIMEOUT_MS, ackBatchConfirmed, ackConfirmed, nakWithDelay, termWithReason, type ConfirmAckOptions } from "./frames.js";
 import { ackWhenConnected } from "./held-acks.js";
 import { defaultNakDelayMs } from "./retry-delay.js";
 import type { DeliveryLimits } from "./delivery-limits.js";
@@ -128,7 +128,7 @@ export class Settler {
       if (seqs !== undefined) {
         // Unconfirmed: the message can come back once a new leader took over. Slower than the
         // first attempt's wait: the answer came to an ACK asked again, late.
-        const late = performance.now() - started > (confirm.options.timeoutMs ?? 5000);
+        const late = performance.now() - started > (confirm.options.timeoutMs ?? DEFAULT_CONFIRM_TIMEOUT_MS);
         acking!.end(seqs, outcomes.some((o) => !o.confirmed) ? UNCONFIRMED_GRACE_MS : late ? LATE_GRACE_MS : 0);
       }
       return msgs.map((msg, i) => {

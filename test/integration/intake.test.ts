@@ -16,6 +16,7 @@ import {
   type BatchResult,
   type RunErrorContext,
 } from "../../src/index.js";
+import { withLateAcks } from "../helpers/late-acks.js";
 import { AckSpy } from "../helpers/ack-spy.js";
 import { consumerInfo, createFixture, eventually, fetchBatch, publish } from "../helpers/jetstream.js";
 import { startRival } from "../helpers/rival.js";
@@ -112,18 +113,7 @@ describe("intake on a real nats-server", () => {
     const f = await createFixture(fx.nc, { ackWaitMs: 1000 });
     // This connection's ACK frames reach the server 2.5 s late, as during a consumer leader
     // election: the message comes back after AckWait while its ACK is on its way.
-    const late = new Proxy(fx.nc, {
-      get(target, key) {
-        if (key === "publish") {
-          return (subject: string, data?: string | Uint8Array, opts?: { reply?: string }) => {
-            if (subject.startsWith("$JS.ACK.")) setTimeout(() => target.publish(subject, data, opts), 2500);
-            else target.publish(subject, data, opts);
-          };
-        }
-        const v = Reflect.get(target, key) as unknown;
-        return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;
-      },
-    });
+    const late = withLateAcks(fx.nc, 2500);
     const metrics = new InMemoryMetrics();
     const ack = new CommitThenAck({ connection: late, confirmAck: { timeoutMs: 4000, retries: 0 }, metrics });
     const writes = new Map<number, number[]>();

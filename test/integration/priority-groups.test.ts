@@ -7,7 +7,7 @@
  * server does (it drops priority groups and does not answer a pause).
  */
 import { describe, expect, it } from "vitest";
-import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { jetstream, jetstreamManager, type Consumer } from "@nats-io/jetstream";
 import { nanos, type NatsConnection } from "@nats-io/transport-node";
 import { CommitThenAck, ConsumerPolicyError, watchConsumer, type BatchResult, type ConsumerHealthSample } from "../../src/index.js";
 import { consumerInfo, createFixture, eventually, publish, uniqueName } from "../helpers/jetstream.js";
@@ -18,6 +18,20 @@ import { NEWEST_FEATURES_SINCE } from "../helpers/server-version.js";
 const newest = serverAtLeast(NEWEST_FEATURES_SINCE);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const VERSION = newest?.version ?? natsServerVersion();
+
+/**
+ * Whether this client sends a pull through priority group "jobs": older 3.x clients refuse one
+ * (they want min_pending) with an InvalidArgumentError before it goes out.
+ */
+async function clientPins(consumer: Consumer): Promise<boolean> {
+  return await consumer.fetch({ max_messages: 1, expires: 1000, group: "jobs" } as never).then(
+    async (iter) => {
+      for await (const m of iter) m.nak();
+      return true;
+    },
+    (e: unknown) => (e as Error).name !== "InvalidArgumentError",
+  );
+}
 
 /** A pinned_client consumer, created through the API (the client refuses priority groups on an old server itself). */
 async function createPinned(nc: NatsConnection, stream: string, priorityTimeoutMs: number, ackWaitMs = 30_000): Promise<string> {
@@ -72,14 +86,7 @@ describe(newest ? `priority groups and pause on nats-server ${VERSION}` : `no na
 
       // Older 3.x clients refuse a pinned pull (they want min_pending): run says so and stops
       // instead of retrying a pull that can never go out.
-      const clientPins = await consumer.fetch({ max_messages: 1, expires: 1000, group: "jobs" } as never).then(
-        async (iter) => {
-          for await (const m of iter) m.nak();
-          return true;
-        },
-        (e: unknown) => (e as Error).name !== "InvalidArgumentError",
-      );
-      if (!clientPins) {
+      if (!(await clientPins(consumer))) {
         const err = await ack.run(consumer, () => undefined, { pull: { group: "jobs" } }).catch((e: unknown) => e);
         expect(err).toBeInstanceOf(TypeError);
         expect((err as Error).message).toMatch(/the NATS client refused the pull options/);
@@ -230,14 +237,7 @@ describe(newest ? `priority groups and pause on nats-server ${VERSION}` : `no na
       const stop = new AbortController();
       if (newest) {
         // Older 3.x clients refuse a pinned pull: run says so at once, there is nothing to delete under it.
-        const clientPins = await consumer.fetch({ max_messages: 1, expires: 1000, group: "jobs" } as never).then(
-          async (iter) => {
-            for await (const m of iter) m.nak();
-            return true;
-          },
-          (e: unknown) => (e as Error).name !== "InvalidArgumentError",
-        );
-        if (!clientPins) {
+        if (!(await clientPins(consumer))) {
           const err = await new CommitThenAck().run(consumer, () => undefined, { signal: stop.signal, pull: { group: "jobs" }, onError: (e) => void errors.push(e) }).catch((e: unknown) => e);
           expect(err).toBeInstanceOf(TypeError);
           expect((err as Error).message).toMatch(/the NATS client refused the pull options/);

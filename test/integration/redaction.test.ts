@@ -42,6 +42,7 @@ import {
 } from "../../src/index.js";
 import { openTelemetryMetrics } from "../../src/adapters/opentelemetry.js";
 import { prometheusMetrics } from "../../src/adapters/prometheus.js";
+import { withLateAcks } from "../helpers/late-acks.js";
 import { ALL_EVENT_FIELDS, EventLog, expectShape } from "../helpers/diagnostics.js";
 import { eventually, fetchBatch, type Fixture } from "../helpers/jetstream.js";
 import { startServer, type NatsServer } from "../helpers/nats-server.js";
@@ -582,18 +583,7 @@ describe("nothing sensitive leaves the process", () => {
   it("CommitThenAck.runEach: another delivery of a committed message whose ACK is late is acked, not written again", async () => {
     const f = await fixture(nc, { ack_wait: nanos(1000) });
     // ACK frames through this connection arrive 2.5 s late: the message comes back meanwhile.
-    const late = new Proxy(nc, {
-      get(target, key) {
-        if (key === "publish") {
-          return (subject: string, data?: string | Uint8Array, opts?: { reply?: string }) => {
-            if (subject.startsWith("$JS.ACK.")) setTimeout(() => target.publish(subject, data, opts), 2500);
-            else target.publish(subject, data, opts);
-          };
-        }
-        const v = Reflect.get(target, key) as unknown;
-        return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;
-      },
-    });
+    const late = withLateAcks(nc, 2500);
     const stop = new AbortController();
     let written = 0;
     const loop = new CommitThenAck({ connection: late, confirmAck: { timeoutMs: 4000, retries: 0 }, metrics: main.sink }).runEach(

@@ -6,7 +6,8 @@
  * test/integration/commit-then-ack.test.ts.
  */
 import { describe, expect, it } from "vitest";
-import { consumerPrefixEnd, consumerRuns, type ConfirmingConnection } from "../../../src/nats/ack-inbox.js";
+import { consumerRuns, type ConfirmingConnection } from "../../../src/nats/ack-inbox.js";
+import { consumerPrefixEnd } from "../../../src/nats/message-access.js";
 import { ackBatchConfirmed } from "../../../src/settle/frames.js";
 import { UNBOUNDED } from "../../../src/settle/settle-budget.js";
 import { fakeMsg } from "../../helpers/fakes.js";
