@@ -30,9 +30,11 @@ export type Arrival = (m: JsMsg, receivedAt: number) => void;
 export interface PullSource {
   /**
    * Pulls at most `max` messages; each goes to `arrive` as it arrives. Resolves, with how many
-   * it brought, when the pull ended by itself; rejects with the pull's error.
+   * it brought, when the pull ended by itself; rejects with the pull's error. `filled`, when the
+   * source can tell, is called at once when the last of `max` arrived: the pull is over then,
+   * though its promise settles a few turns later.
    */
-  pull(max: number): Promise<number>;
+  pull(max: number, filled?: () => void): Promise<number>;
   /** Messages requested that may still arrive (open pulls, or a subscription's refills). */
   readonly outstanding: number;
   /** The source asks for messages by itself (a gated subscription): a `pull` is only a window over it. */
@@ -49,7 +51,7 @@ export interface PullSource {
 export function fetchSource(consumer: Pick<Consumer, "fetch">, expiresMs: number, pull: PullOptions | undefined, arrive: Arrival): PullSource {
   let outstanding = 0;
   return {
-    async pull(max) {
+    async pull(max, filled) {
       // Counted before the request goes out: what this pull may bring is already spoken for.
       outstanding += max;
       let left = max;
@@ -61,6 +63,13 @@ export function fetchSource(consumer: Pick<Consumer, "fetch">, expiresMs: number
             outstanding -= 1;
           }
           arrive(m, performance.now());
+          // Every message it asked for came: the server sends nothing more to this request, so
+          // the pull is over now, not when the client's iterator ends a few turns later (the
+          // next pull can then leave in the same socket write as the batch's ACKs).
+          if (left === 0) {
+            filled?.();
+            break;
+          }
         }
       } finally {
         outstanding -= left;

@@ -35,7 +35,7 @@ export async function runEachMessage(settings: LoopSettings, loop: EachContext):
   // Handlers running now: a slot is free as soon as its handler returned, while its message is
   // still being settled (an ACK needs no handler).
   let handling = 0;
-  const wake = new Waker();
+  const wake = new Waker(signal);
   let source: PullSource | undefined;
 
   const start = (m: JsMsg, at: number): void => {
@@ -66,6 +66,7 @@ export async function runEachMessage(settings: LoopSettings, loop: EachContext):
     source = await loop.openSource(start, () => (loop.sinkDown() ? 0 : settings.capacity - handling));
   } catch (err) {
     handlers.dispose();
+    wake.dispose();
     throw err;
   }
   const opened = source;
@@ -78,7 +79,7 @@ export async function runEachMessage(settings: LoopSettings, loop: EachContext):
   try {
     while (!signal?.aborted && pulls.stopped === undefined) {
       if (loop.sinkDown()) {
-        await wake.wait(signal);
+        await wake.wait();
         continue;
       }
       const max = pullSize(
@@ -96,7 +97,7 @@ export async function runEachMessage(settings: LoopSettings, loop: EachContext):
       // A subscription refills by itself: one window over it is enough.
       const windowed = opened.refills && pulls.size > 0;
       if (max > 0 && pulls.canOpen && !windowed) pulls.open(max);
-      else await wake.wait(signal);
+      else await wake.wait();
     }
   } finally {
     // No new pull; the open ones end by themselves and what they bring is handled.
@@ -108,6 +109,7 @@ export async function runEachMessage(settings: LoopSettings, loop: EachContext):
     while (running.size > 0) await Promise.all(running);
     bound.dispose();
     handlers.dispose();
+    wake.dispose();
     await loop.flush();
   }
   if (pulls.stopped !== undefined) throw pulls.stopped;

@@ -70,11 +70,12 @@ export function retryDelayMs(failures: number): number {
 export async function runBatches(settings: LoopSettings, loop: LoopContext): Promise<void> {
   const signal = settings.signal;
   const { intake } = loop;
-  const wake = new Waker();
-  // A pinned subscription brings messages between pulls too: the loop may be waiting for them.
+  const wake = new Waker(signal);
+  // An arrival only matters to the loop once a batch's worth waits (a pull that ends wakes it
+  // anyway): waking it for every message would cost a turn of the loop per message.
   const arrive: Arrival = (m, at) => {
     intake.arrive(m, at);
-    wake.wake();
+    if (intake.waiting >= settings.batchSize) wake.wake();
   };
   // Batches not yet settled (the loop waits for all of them), and those still holding a write
   // slot: a batch's slot and its messages are released once its frames went out, before
@@ -90,6 +91,7 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
     source = await loop.openSource(arrive, room);
   } catch (err) {
     intake.dispose();
+    wake.dispose();
     throw err;
   }
   // Each batch listens on a child of the loop's signal: one listener on it, whatever the concurrency.
@@ -111,6 +113,9 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
       writing -= 1;
       intake.settled(msgs.length);
       source.roomChanged();
+      // The next pull goes out now, in the same tick as the batch's ACKs: the client writes
+      // both to the socket at once (a turn of the loop later, they would take a write each).
+      openPull();
       wake.wake();
     };
     const p = loop
@@ -127,7 +132,46 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
   const startWaiting = (pullEnded: boolean): void => {
     while (intake.waiting > 0 && (pullEnded || intake.waiting >= settings.batchSize)) start(intake.take(settings.batchSize));
   };
-  const pulls = new PullTasks(source, settings, loop, wake, () => startWaiting(true));
+  // Fetched pulls: each ended pull starts one batch of as many messages as it brought, first
+  // come first: the server interleaves its deliveries to pulls open at once, so messages of a
+  // pull still open may be waiting too, and starting those as well would start more batches
+  // than there are pulls (and writes than `concurrency`). The last pull open starts all.
+  const startPulled = (brought: number): void => {
+    if (pulls.size === 0) {
+      startWaiting(true);
+      return;
+    }
+    for (let n = Math.min(brought, intake.waiting); n > 0; n -= settings.batchSize) start(intake.take(Math.min(n, settings.batchSize)));
+  };
+  const pulls = new PullTasks(source, settings, loop, wake, (brought) => (source.refills ? startWaiting(true) : startPulled(brought)));
+  /** Opens the next pull (or window) when the loop can take more; `false`: nothing to open now. */
+  const openPull = (): boolean => {
+    // Nothing new after a shutdown began, once the loop must stop, or while the sink is down.
+    if (signal?.aborted || pulls.stopped !== undefined || loop.sinkDown() || !pulls.canOpen) return false;
+    if (source.refills) {
+      // A subscription refills by itself (within what the loop can start); a window over it
+      // sets the batch boundary: it ends when a batch's worth arrived, or at the expiry.
+      if (pulls.size > 0 || writing >= settings.concurrency) return false;
+      pulls.open(Math.max(1, settings.batchSize - intake.waiting));
+      return true;
+    }
+    const max = pullSize(
+      {
+        capacity: settings.capacity,
+        held: intake.held,
+        requested: source.outstanding,
+        openPulls: pulls.size,
+        batchSize: settings.batchSize,
+        writing,
+        concurrency: settings.concurrency,
+        backlog: pulls.lastFull,
+      },
+      "batch",
+    );
+    if (max <= 0) return false;
+    pulls.open(max);
+    return true;
+  };
   const stopWatching = loop.onRecovered(() => {
     source.roomChanged();
     wake.wake();
@@ -135,33 +179,9 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
 
   try {
     while (!signal?.aborted && pulls.stopped === undefined) {
-      startWaiting(false);
-      if (loop.sinkDown()) {
-        await wake.wait(signal);
-        continue;
-      }
-      if (source.refills) {
-        // A subscription refills by itself (within what the loop can start); a window over it
-        // sets the batch boundary: it ends when a batch's worth arrived, or at the expiry.
-        if (pulls.size === 0 && writing < settings.concurrency && pulls.canOpen) pulls.open(Math.max(1, settings.batchSize - intake.waiting));
-        else await wake.wait(signal);
-        continue;
-      }
-      const max = pullSize(
-        {
-          capacity: settings.capacity,
-          held: intake.held,
-          requested: source.outstanding,
-          openPulls: pulls.size,
-          batchSize: settings.batchSize,
-          writing,
-          concurrency: settings.concurrency,
-          backlog: pulls.lastFull,
-        },
-        "batch",
-      );
-      if (max > 0 && pulls.canOpen) pulls.open(max);
-      else await wake.wait(signal);
+      // A subscription's messages come between windows too: a full batch of them starts at once.
+      if (source.refills) startWaiting(false);
+      if (!openPull()) await wake.wait();
     }
   } finally {
     // No new pull; the open ones (and a pinned subscription's refills) end by themselves, and
@@ -176,6 +196,7 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
     intake.dispose();
     bound.dispose();
     batches.dispose();
+    wake.dispose();
     await loop.flush();
   }
   if (pulls.stopped !== undefined) throw pulls.stopped;
@@ -191,7 +212,7 @@ export class PullTasks {
   readonly #settings: LoopSettings;
   readonly #loop: LoopBase;
   readonly #wake: Waker;
-  readonly #ended: () => void;
+  readonly #ended: (brought: number) => void;
   readonly #open = new Set<Promise<void>>();
   #failures = 0;
   /** The last pull came back full: there is a backlog, so pulls may overlap. */
@@ -199,7 +220,8 @@ export class PullTasks {
   /** Why the loop must stop (set once). */
   stopped: unknown;
 
-  constructor(source: PullSource, settings: LoopSettings, loop: LoopBase, wake: Waker, ended: () => void) {
+  /** `ended` is told of each pull once it is over, with the messages it brought (0 for a failed one). */
+  constructor(source: PullSource, settings: LoopSettings, loop: LoopBase, wake: Waker, ended: (brought: number) => void) {
     this.#source = source;
     this.#settings = settings;
     this.#loop = loop;
@@ -220,10 +242,27 @@ export class PullTasks {
   open(max: number): void {
     const pulledAt = performance.now();
     const signal = this.#settings.signal;
-    const p = this.#source
-      .pull(max)
+    let over = false;
+    let brought = 0;
+    // The pull is over when it brought all it asked for (at once: a turn later, the next pull
+    // could not leave with the batch's ACKs), or when it settled (a failed one after its pause).
+    const end = (): void => {
+      if (over) return;
+      over = true;
+      this.#open.delete(p);
+      this.#ended(brought);
+      this.#wake.wake();
+    };
+    const p: Promise<void> = this.#source
+      .pull(max, () => {
+        this.#failures = 0;
+        this.lastFull = true;
+        brought = max;
+        end();
+      })
       .then(
         async (got) => {
+          brought = got;
           this.#failures = 0;
           this.lastFull = got >= max;
           if (got > 0) return;
@@ -249,11 +288,7 @@ export class PullTasks {
           await pause(retryInMs, signal);
         },
       )
-      .finally(() => {
-        this.#open.delete(p);
-        this.#ended();
-        this.#wake.wake();
-      });
+      .finally(end);
     this.#open.add(p);
   }
 
@@ -263,28 +298,40 @@ export class PullTasks {
   }
 }
 
-/** Wakes a loop waiting for room (a write settled, a pull ended), or resolves when `signal` aborts. */
+/**
+ * Wakes a loop waiting for room (a write settled, a pull ended), or when its signal aborts. One
+ * listener on the signal for the loop's life and one promise per wait, whatever the number of
+ * wake-ups.
+ */
 export class Waker {
-  #waiter: (() => void) | undefined;
+  readonly #signal: AbortSignal | undefined;
+  readonly #onAbort = (): void => this.wake();
+  #pending: Promise<void> | undefined;
+  #resolve: (() => void) | undefined;
 
-  wait(signal: AbortSignal | undefined): Promise<void> {
-    return new Promise<void>((resolve) => {
-      if (signal?.aborted) {
-        resolve();
-        return;
-      }
-      const done = (): void => {
-        signal?.removeEventListener("abort", done);
-        if (this.#waiter === done) this.#waiter = undefined;
-        resolve();
-      };
-      signal?.addEventListener("abort", done, { once: true });
-      this.#waiter = done;
-    });
+  constructor(signal: AbortSignal | undefined) {
+    this.#signal = signal;
+    signal?.addEventListener("abort", this.#onAbort, { once: true });
+  }
+
+  /** Resolves at the next `wake()`, or at once when the signal aborted. */
+  wait(): Promise<void> {
+    if (this.#signal?.aborted) return Promise.resolve();
+    return (this.#pending ??= new Promise<void>((resolve) => (this.#resolve = resolve)));
   }
 
   wake(): void {
-    this.#waiter?.();
+    const resolve = this.#resolve;
+    if (resolve === undefined) return;
+    this.#resolve = undefined;
+    this.#pending = undefined;
+    resolve();
+  }
+
+  /** Removes the listener from the signal; a loop still waiting is woken. */
+  dispose(): void {
+    this.#signal?.removeEventListener("abort", this.#onAbort);
+    this.wake();
   }
 }
 

@@ -106,6 +106,8 @@ export async function settleBatch(list: readonly JsMsg[], outcome: WriteOutcome,
     if (r instanceof Promise) pending = true;
     return r;
   });
+  // Every frame went out at once (nothing held, copied or confirmed): the loop's slot is free.
+  if (!pending) context.onSent?.();
   // Every frame above went out in batch order; only waits (confirmations, copies, held ACKs) are awaited.
   let results: MessageResult[];
   if (!pending) results = settling as MessageResult[];

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import type { JsMsg } from "@nats-io/jetstream";
 import { Intake } from "../../../src/consume/intake.js";
 import type { Arrival, PullSource } from "../../../src/consume/pull-source.js";
-import { runBatches, type LoopContext } from "../../../src/consume/run-loop.js";
+import { runBatches, Waker, type LoopContext } from "../../../src/consume/run-loop.js";
 import { validateRunOptions } from "../../../src/consume/run-options.js";
 import { AckingDeliveries } from "../../../src/settle/acking-deliveries.js";
 import type { BatchResult } from "../../../src/settle/batch-result.js";
@@ -238,5 +238,98 @@ describe("runBatches", () => {
     }));
     // The pull's two, then the one that arrived while the source closed.
     expect(seen.map((b) => b.length)).toEqual([2, 1]);
+  });
+
+  it("pulls served in turns (as the server serves pulls open at once): one batch per pull, never more writes than concurrency, every message once", async () => {
+    const stop = new AbortController();
+    const stock = Array.from({ length: 60 }, () => fakeMsg());
+    const open: Array<{ max: number; got: number; filled: (() => void) | undefined; end: (n: number) => void }> = [];
+    let pullsWithMessages = 0;
+    // The "server": one message every millisecond to the next open pull in turn; a filled pull
+    // is over at once (filled) and settles a few turns later, as the client's fetch does.
+    const server = setInterval(() => {
+      const p = open.shift();
+      if (p === undefined) return;
+      const m = stock.shift();
+      if (m === undefined) {
+        open.push(p);
+        return;
+      }
+      if (p.got === 0) pullsWithMessages += 1;
+      p.got += 1;
+      arriveTo!(m, performance.now());
+      if (p.got < p.max) open.push(p);
+      else {
+        p.filled?.();
+        setTimeout(() => p.end(p.got), 2);
+      }
+    }, 1);
+    let arriveTo: Arrival | undefined;
+    const source: PullSource = {
+      pull: (max, filled) =>
+        new Promise<number>((resolve) => {
+          const p = { max, got: 0, filled, end: resolve };
+          open.push(p);
+          // An expiry for pulls the stock cannot fill.
+          setTimeout(() => {
+            const i = open.indexOf(p);
+            if (i >= 0) open.splice(i, 1);
+            if (p.got < p.max) resolve(p.got);
+          }, 40);
+        }),
+      get outstanding() {
+        return open.reduce((n, p) => n + p.max - p.got, 0);
+      },
+      refills: false,
+      roomChanged: () => undefined,
+      close: async () => undefined,
+      onNotice: undefined,
+    };
+    let inFlight = 0;
+    let most = 0;
+    const written: JsMsg[] = [];
+    const sizes: number[] = [];
+    const done = runBatches({ ...validateRunOptions({ concurrency: 3, batchSize: 5 }), signal: stop.signal }, context(async (arrive) => ((arriveTo = arrive), source), async (msgs) => {
+      inFlight += 1;
+      most = Math.max(most, inFlight);
+      sizes.push(msgs.length);
+      written.push(...msgs);
+      await new Promise((r) => setTimeout(r, 8));
+      inFlight -= 1;
+      return emptyResult();
+    }));
+    try {
+      for (let i = 0; i < 400 && written.length < 60; i++) await new Promise((r) => setTimeout(r, 5));
+    } finally {
+      stop.abort();
+      await done;
+      clearInterval(server);
+    }
+    expect(new Set(written).size).toBe(60);
+    expect(written).toHaveLength(60);
+    expect(most).toBeLessThanOrEqual(3);
+    expect(Math.max(...sizes)).toBeLessThanOrEqual(5);
+    expect(sizes.length).toBeLessThanOrEqual(pullsWithMessages);
+  });
+
+  it("Waker: one listener on the signal however often the loop waits, removed by dispose; an abort wakes a waiting loop", async () => {
+    const ctl = new AbortController();
+    const wake = new Waker(ctl.signal);
+    for (let i = 0; i < 100; i++) {
+      const waiting = wake.wait();
+      wake.wake();
+      await waiting;
+    }
+    expect(getEventListeners(ctl.signal, "abort")).toHaveLength(1);
+    const waiting = wake.wait();
+    ctl.abort();
+    await waiting;
+    await wake.wait();
+    wake.dispose();
+    expect(getEventListeners(ctl.signal, "abort")).toHaveLength(0);
+    const other = new AbortController();
+    const w2 = new Waker(other.signal);
+    w2.dispose();
+    expect(getEventListeners(other.signal, "abort")).toHaveLength(0);
   });
 });
