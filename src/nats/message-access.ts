@@ -61,6 +61,20 @@ const DOT = 46;
 const ZERO = 48;
 const NINE = 57;
 
+/** Where the dots of the last subject scanned are (an ack subject has at most 11). */
+const dotsAt = new Int32Array(12);
+
+/** Scans `subject` once: its dots (up to 12) into `dotsAt`; returns how many there are (-1: more). */
+function scanDots(subject: string): number {
+  let dots = 0;
+  for (let i = 0; i < subject.length; i++) {
+    if (subject.charCodeAt(i) !== DOT) continue;
+    if (dots === 12) return -1;
+    dotsAt[dots++] = i;
+  }
+  return dots;
+}
+
 /**
  * Where an ack subject's consumer part ends, the delivery count's token starting there
  * (`$JS.ACK.<stream>.<consumer>.` in the 9-token form, `$JS.ACK.<domain>.<account>.<stream>.<consumer>.`
@@ -69,16 +83,15 @@ const NINE = 57;
  */
 export function consumerPrefixEnd(subject: string): number {
   if (!subject.startsWith("$JS.ACK.")) return -1;
-  let dots = 0;
-  for (let i = 0; i < subject.length; i++) if (subject.charCodeAt(i) === DOT) dots += 1;
+  const dots = scanDots(subject);
   const want = dots === 8 ? 4 : dots === 10 || dots === 11 ? 6 : -1;
-  if (want < 0) return -1;
-  let seen = 0;
-  for (let i = 0; i < subject.length; i++) {
-    if (subject.charCodeAt(i) === DOT && ++seen === want) return i + 1;
-  }
-  return -1;
+  return want < 0 ? -1 : dotsAt[want - 1]! + 1;
 }
+
+/** The last subject read by {@link ackSubjectNumber}, and its two numbers: callers ask for both in turn. */
+let lastReply = "";
+let lastCount: number | undefined;
+let lastSequence: number | undefined;
 
 /**
  * The delivery count (`which` 0) or stream sequence (1) read straight from the ack subject:
@@ -89,13 +102,21 @@ export function consumerPrefixEnd(subject: string): number {
 function ackSubjectNumber(m: JsMsg, which: 0 | 1): number | undefined {
   const reply = replySubject(m);
   if (reply === undefined) return undefined;
-  let i = consumerPrefixEnd(reply);
-  if (i < 0) return undefined;
-  if (which === 1) i = reply.indexOf(".", i) + 1;
+  if (reply !== lastReply) {
+    const start = consumerPrefixEnd(reply);
+    lastReply = reply;
+    lastCount = start < 0 ? undefined : tokenNumber(reply, start);
+    lastSequence = start < 0 ? undefined : tokenNumber(reply, reply.indexOf(".", start) + 1);
+  }
+  return which === 0 ? lastCount : lastSequence;
+}
+
+/** The whole number of 1 to 15 digits starting at `i` and ending at a dot or the end. */
+function tokenNumber(s: string, i: number): number | undefined {
   let n = 0;
   let digits = 0;
-  for (; i < reply.length; i++) {
-    const c = reply.charCodeAt(i);
+  for (; i < s.length; i++) {
+    const c = s.charCodeAt(i);
     if (c === DOT) break;
     if (c < ZERO || c > NINE) return undefined;
     n = n * 10 + (c - ZERO);

@@ -10,8 +10,8 @@ import type { JsMsg } from "@nats-io/jetstream";
 import { streamSequence } from "../nats/message-access.js";
 
 export class AckingDeliveries {
-  /** Stream sequence → ACKs of it on their way. */
-  readonly #acking = new Map<number, number>();
+  /** The stream sequences of each batch of ACKs on their way (a loop has a few at most). */
+  readonly #batches = new Set<Set<number>>();
   /**
    * Stream sequence → until when (monotonic ms) a late ACK still counts as on its way: one that
    * was held over a disconnect or asked again can be overtaken by a delivery the server made
@@ -20,14 +20,13 @@ export class AckingDeliveries {
   readonly #late = new Map<number, number>();
 
   /** ACKs of `msgs` leave now; returns what to pass to `end` once each is answered or given up. */
-  begin(msgs: readonly JsMsg[]): number[] {
-    const seqs: number[] = [];
+  begin(msgs: readonly JsMsg[]): ReadonlySet<number> {
+    const seqs = new Set<number>();
     for (const m of msgs) {
       const seq = streamSequence(m);
-      if (seq === undefined) continue;
-      seqs.push(seq);
-      this.#acking.set(seq, (this.#acking.get(seq) ?? 0) + 1);
+      if (seq !== undefined) seqs.add(seq);
     }
+    if (seqs.size > 0) this.#batches.add(seqs);
     return seqs;
   }
 
@@ -37,33 +36,34 @@ export class AckingDeliveries {
    * server never confirmed ({@link UNCONFIRMED_GRACE_MS}: its message comes back once a new
    * leader takes over, which can take seconds).
    */
-  end(seqs: readonly number[], graceMs = 0): void {
+  end(seqs: ReadonlySet<number>, graceMs = 0): void {
+    this.#batches.delete(seqs as Set<number>);
+    if (graceMs <= 0 && this.#late.size === 0) return;
     const now = performance.now();
     this.#prune(now);
+    if (graceMs <= 0) return;
     for (const seq of seqs) {
-      const n = (this.#acking.get(seq) ?? 0) - 1;
-      if (n > 0) this.#acking.set(seq, n);
-      else this.#acking.delete(seq);
-      if (graceMs > 0) {
-        // Re-inserted at the end: the map is pruned from its start, oldest first.
-        this.#late.delete(seq);
-        this.#late.set(seq, now + graceMs);
-      }
+      // Re-inserted at the end: the map is pruned from its start, oldest first.
+      this.#late.delete(seq);
+      this.#late.set(seq, now + graceMs);
     }
   }
 
   /** Whether `m` is a message whose ACK is on its way (another delivery of a committed message). */
   has(m: JsMsg): boolean {
-    if (this.#acking.size === 0 && this.#late.size === 0) return false;
+    if (this.#batches.size === 0 && this.#late.size === 0) return false;
     const seq = streamSequence(m);
     if (seq === undefined) return false;
-    if (this.#acking.has(seq)) return true;
+    for (const batch of this.#batches) if (batch.has(seq)) return true;
     const until = this.#late.get(seq);
     return until !== undefined && until > performance.now();
   }
 
+  /** Sequences counted as on their way (one per batch that holds it). */
   get size(): number {
-    return this.#acking.size + this.#late.size;
+    let n = this.#late.size;
+    for (const batch of this.#batches) n += batch.size;
+    return n;
   }
 
   /** Drops what expired from the start (entries after a longer grace wait at most that long). */

@@ -32,4 +32,14 @@ describe("delivery count and stream sequence", () => {
     expect([deliveryCount(msg(undefined, info)), streamSequence(msg("_INBOX.abc", info))]).toEqual([2, 7]);
     expect([deliveryCount(msg("$JS.ACK.S.C.0.0.1.2.3")), streamSequence(msg(undefined))]).toEqual([undefined, undefined]);
   });
+
+  it("reads each message's own numbers when reads of several messages alternate (the last subject read is remembered)", () => {
+    const a = msg("$JS.ACK.S.C.1.10.10.0.0");
+    const b = msg("$JS.ACK.S.C.2.20.21.0.0");
+    const weird = msg("$JS.ACK.S.C.x.30.1.0.0", { deliveryCount: 5, streamSequence: 30 });
+    expect([deliveryCount(a), streamSequence(b), streamSequence(a), deliveryCount(b)]).toEqual([1, 20, 10, 2]);
+    expect([deliveryCount(weird), streamSequence(weird), deliveryCount(a), streamSequence(weird)]).toEqual([5, 30, 1, 30]);
+    // An equal subject in another string object reads the same.
+    expect(streamSequence(msg(["$JS.ACK.S.C.2.20", "21.0.0"].join(".")))).toBe(20);
+  });
 });
