@@ -128,7 +128,7 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
       });
     inFlight.add(p);
   };
-  // A batch starts when a pull ended by itself (what is waiting then), or when a full one waits.
+  // A subscription's batch starts when its window ended (what is waiting then), or when a full one waits.
   const startWaiting = (pullEnded: boolean): void => {
     while (intake.waiting > 0 && (pullEnded || intake.waiting >= settings.batchSize)) start(intake.take(settings.batchSize));
   };
