@@ -117,19 +117,27 @@ export function ackBatchConfirmed(
   const started = performance.now();
   let deadline = started + window;
   return new Promise((resolve) => {
-    const missing = new Set(subjects.keys());
+    // Per frame: still unconfirmed (1) or confirmed (0); flags, not a set: a batch's frames
+    // are answered once each, and a set per batch cost more than every lookup in it.
+    const unconfirmed = new Uint8Array(subjects.length).fill(1);
+    let missing = subjects.length;
     // Those the server refused in this attempt (a status instead of a confirmation).
     const refused = new Set<number>();
     let everRefused = false;
     let attempts = 1;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const left = (): number => Math.min(deadline - performance.now(), budget.remainingMs());
+    const stillMissing = (): number[] => {
+      const out: number[] = [];
+      for (let k = 0; k < unconfirmed.length; k++) if (unconfirmed[k] === 1) out.push(k);
+      return out;
+    };
     const finish = (): void => {
       clearTimeout(timer);
       sent.dispose();
       const last = everRefused ? { name: "NoRespondersError" } : { name: "TimeoutError" };
-      const error = missing.size > 0 ? new AckNotConfirmedError(attempts, Object.assign(new Error("no confirmation"), last)) : undefined;
-      for (const k of missing) outcomes[index[k]!] = { confirmed: false, error };
+      const error = missing > 0 ? new AckNotConfirmedError(attempts, Object.assign(new Error("no confirmation"), last)) : undefined;
+      if (missing > 0) for (const k of stillMissing()) outcomes[index[k]!] = { confirmed: false, error };
       resolve(outcomes);
     };
     // Not unref'd: settling awaits it, bounded by the deadline and the budget.
@@ -151,31 +159,37 @@ export function ackBatchConfirmed(
       }
       attempts += 1;
       refused.clear();
-      sent.resend([...missing]);
+      sent.resend(stillMissing());
       arm(timeoutMs);
     };
     // The first attempt: one reply per run of frames to one consumer; it answers for the run.
     const runs = consumerRuns(subjects);
-    const runOf = new Map<number, readonly number[]>();
-    for (const run of runs) runOf.set(run[run.length - 1]!, run);
+    // The run each run's last frame answers for.
+    const runOf: (readonly number[] | undefined)[] = new Array<readonly number[] | undefined>(subjects.length);
+    for (const run of runs) runOf[run[run.length - 1]!] = run;
     // Whether the answer concerned a frame still unconfirmed.
     const answered = (k: number, status: number): boolean => {
-      if (!missing.has(k)) return false;
+      if (unconfirmed[k] !== 1) return false;
       if (status !== 0) {
         everRefused = true;
         refused.add(k);
         return true;
       }
-      missing.delete(k);
-      refused.delete(k);
+      unconfirmed[k] = 0;
+      missing -= 1;
+      if (refused.size > 0) refused.delete(k);
       outcomes[index[k]!] = CONFIRMED;
       return true;
     };
     const sent = AckInbox.for(nc).open(subjects, (k, status, run) => {
-      const members = run ? runOf.get(k) : undefined;
+      // An answer names a frame of this batch (a run's answer, the last frame of a run); anything
+      // else is ignored.
+      if (!(k >= 0 && k < subjects.length)) return;
+      const members = run ? runOf[k] : undefined;
+      if (run && members === undefined) return;
       let any = false;
       if (members === undefined) any = answered(k, status);
-      else for (const j of members) any = answered(j, status) || any;
+      else for (let j = 0; j < members.length; j++) any = answered(members[j]!, status) || any;
       if (!any) return;
       if (status !== 0) {
         // While the server says nobody holds the consumer (an election), the ACK has certainly
@@ -185,10 +199,10 @@ export function ackBatchConfirmed(
         // a deleted consumer answers the same way.)
         if (bridgeElections) deadline = Math.min(started + ELECTION_CAP_MS, Math.max(deadline, performance.now() + window));
         // Nobody holds the consumer (an election): ask again soon, not at once.
-        if (refused.size === missing.size) arm(Math.min(timeoutMs, REFUSED_PAUSE_MS));
+        if (refused.size === missing) arm(Math.min(timeoutMs, REFUSED_PAUSE_MS));
         return;
       }
-      if (missing.size === 0) finish();
+      if (missing === 0) finish();
     });
     sent.sendRuns(runs);
     arm(timeoutMs);

@@ -105,4 +105,26 @@ describe("ackBatchConfirmed", () => {
     expect(outcomes.map((o) => o.confirmed)).toEqual([true, true]);
     expect(nc.frames).toHaveLength(4);
   });
+
+  it("an answer naming no frame of the batch (an index out of range, not a number) is ignored", async () => {
+    const msgs = [fakeMsg(), fakeMsg()];
+    let deliver: ((err: unknown, msg: { subject: string }) => void) | undefined;
+    const replies: string[] = [];
+    const nc: ConfirmingConnection = {
+      subscribe(_subject, options) {
+        deliver = options.callback;
+        return { unsubscribe() {} };
+      },
+      publish(_subject, _payload, options) {
+        if (options?.reply !== undefined) replies.push(options.reply);
+      },
+      isClosed: () => false,
+    };
+    const pending = ackBatchConfirmed(msgs, { timeoutMs: 50, retries: 0 }, nc, UNBOUNDED, false);
+    // The run's reply subject ends in "r1"; answers for frames that do not exist confirm nothing.
+    const base = replies[0]!.replace(/r1$/, "");
+    for (const bogus of ["7", "r7", "-1", "x", "r", "r0", "", "1.5", " 1", "0x1"]) deliver?.(null, { subject: `${base}${bogus}` });
+    const outcomes = await pending;
+    expect(outcomes.map((o) => o.confirmed)).toEqual([false, false]);
+  });
 });
