@@ -52,7 +52,17 @@ export class Intake {
     this.#queue = taken === this.#queue ? [] : this.#queue.slice(max);
     const wallOffset = Date.now() - performance.now();
     const refreshedAt = (e: { m: JsMsg; at: number }): number => wallOffset + (this.#holding?.release(e.m) ?? e.at);
-    if (taken.length < 2) {
+    // The common case, each message once in stream order (a backlog read in turn): all kept,
+    // with no table of sequences built. Anything else (a sequence unreadable, repeated or out of
+    // order) goes through the table.
+    let ascending = true;
+    let previous = 0;
+    for (let i = 0; i < taken.length && ascending; i++) {
+      const seq = streamSequence(taken[i]!.m);
+      ascending = seq !== undefined && seq > previous;
+      previous = seq ?? 0;
+    }
+    if (ascending) {
       const msgs = taken.map((e) => e.m);
       const times = taken.map(refreshedAt);
       this.#writing += msgs.length;

@@ -10,8 +10,11 @@ import type { JsMsg } from "@nats-io/jetstream";
 import { streamSequence } from "../nats/message-access.js";
 
 export class AckingDeliveries {
-  /** The stream sequences of each batch of ACKs on their way (a loop has a few at most). */
-  readonly #batches = new Set<Set<number>>();
+  /**
+   * The stream sequences of each batch of ACKs on their way (a loop has a few at most): plain
+   * arrays, scanned — a batch's hash set cost more to build than all its lookups.
+   */
+  readonly #batches = new Set<readonly number[]>();
   /**
    * Stream sequence → until when (monotonic ms) a late ACK still counts as on its way: one that
    * was held over a disconnect or asked again can be overtaken by a delivery the server made
@@ -20,13 +23,13 @@ export class AckingDeliveries {
   readonly #late = new Map<number, number>();
 
   /** ACKs of `msgs` leave now; returns what to pass to `end` once each is answered or given up. */
-  begin(msgs: readonly JsMsg[]): ReadonlySet<number> {
-    const seqs = new Set<number>();
-    for (const m of msgs) {
-      const seq = streamSequence(m);
-      if (seq !== undefined) seqs.add(seq);
+  begin(msgs: readonly JsMsg[]): readonly number[] {
+    const seqs: number[] = [];
+    for (let i = 0; i < msgs.length; i++) {
+      const seq = streamSequence(msgs[i]!);
+      if (seq !== undefined) seqs.push(seq);
     }
-    if (seqs.size > 0) this.#batches.add(seqs);
+    if (seqs.length > 0) this.#batches.add(seqs);
     return seqs;
   }
 
@@ -36,8 +39,8 @@ export class AckingDeliveries {
    * server never confirmed ({@link UNCONFIRMED_GRACE_MS}: its message comes back once a new
    * leader takes over, which can take seconds).
    */
-  end(seqs: ReadonlySet<number>, graceMs = 0): void {
-    this.#batches.delete(seqs as Set<number>);
+  end(seqs: readonly number[], graceMs = 0): void {
+    this.#batches.delete(seqs);
     if (graceMs <= 0 && this.#late.size === 0) return;
     const now = performance.now();
     this.#prune(now);
@@ -54,7 +57,7 @@ export class AckingDeliveries {
     if (this.#batches.size === 0 && this.#late.size === 0) return false;
     const seq = streamSequence(m);
     if (seq === undefined) return false;
-    for (const batch of this.#batches) if (batch.has(seq)) return true;
+    for (const batch of this.#batches) if (batch.includes(seq)) return true;
     const until = this.#late.get(seq);
     return until !== undefined && until > performance.now();
   }
@@ -62,7 +65,7 @@ export class AckingDeliveries {
   /** Sequences counted as on their way (one per batch that holds it). */
   get size(): number {
     let n = this.#late.size;
-    for (const batch of this.#batches) n += batch.size;
+    for (const batch of this.#batches) n += batch.length;
     return n;
   }
 

@@ -112,10 +112,17 @@ export async function settleBatch(list: readonly JsMsg[], outcome: WriteOutcome,
   let results: MessageResult[];
   if (!pending) results = settling as MessageResult[];
   else {
-    const settled = await Promise.all(settling);
+    // Only what is a promise is awaited: with confirmed ACKs most entries are empty, and a
+    // promise made for each would cost more than the batch's frames.
+    const waits: Promise<void>[] = [];
+    for (let i = 0; i < settling.length; i++) {
+      const r = settling[i];
+      if (r instanceof Promise) waits.push(r.then((v) => void (settling[i] = v)));
+    }
+    if (waits.length > 0) await Promise.all(waits);
     const acked = confirmed !== undefined ? await confirmed : [];
     let k = 0;
-    results = settled.map((r) => r ?? acked[k++]!);
+    results = settling.map((r) => (r as MessageResult | undefined) ?? acked[k++]!);
   }
 
   const result = summarize(results, {
@@ -167,7 +174,9 @@ function record(m: MetricsRecorder, r: BatchResult): void {
   m.count(MetricNames.MESSAGES_DEAD_LETTERED_TOTAL, r.deadLettered);
   m.count(MetricNames.MESSAGES_LEFT_TOTAL, r.left);
   let settleFailures = 0;
-  for (const x of r.messages) {
+  const messages = r.messages;
+  for (let i = 0; i < messages.length; i++) {
+    const x = messages[i]!;
     if (x.settleError !== undefined) settleFailures += 1;
     if (x.effectiveDelayMs !== undefined) m.observe(MetricNames.NAK_DELAY_SECONDS, x.effectiveDelayMs / 1000);
   }

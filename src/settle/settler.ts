@@ -133,7 +133,8 @@ export class Settler {
       }
       return msgs.map((msg, i) => {
         const o = outcomes[i]!;
-        const r: MessageResult = { msg, action: "acked", confirmed: o.confirmed, ...(o.error !== undefined ? { settleError: o.error } : {}) };
+        // Built without a spread: one object per message, not two.
+        const r: MessageResult = o.error !== undefined ? { msg, action: "acked", confirmed: o.confirmed, settleError: o.error } : { msg, action: "acked", confirmed: o.confirmed };
         return scope.leaseLost ? markLeaseLost(r) : r;
       });
     });

@@ -1,0 +1,59 @@
+/**
+ * The intake's batches: one delivery per stream sequence (the latest), in arrival order, and
+ * each message's refresh time (its arrival, with heartbeats off).
+ */
+import { describe, expect, it } from "vitest";
+import { Intake } from "../../../src/consume/intake.js";
+import { fakeMsg } from "../../helpers/fakes.js";
+import type { JsMsg } from "@nats-io/jetstream";
+
+const seqsOf = (msgs: readonly JsMsg[]): string[] => msgs.map((m) => `${m.seq}@${m.info.deliveryCount}`);
+
+describe("Intake.take", () => {
+  it("keeps every message of a batch in stream order, in arrival order, with its arrival as its refresh time", () => {
+    const intake = new Intake(undefined);
+    const msgs = [fakeMsg({ seq: 101 }), fakeMsg({ seq: 102 }), fakeMsg({ seq: 105 })];
+    msgs.forEach((m, i) => intake.arrive(m as unknown as JsMsg, 1000 + i));
+    const before = Date.now() - performance.now();
+    const batch = intake.take(10);
+    const after = Date.now() - performance.now();
+    expect(seqsOf(batch.msgs)).toEqual(["101@1", "102@1", "105@1"]);
+    batch.refreshedAt.forEach((t, i) => {
+      expect(t).toBeGreaterThanOrEqual(before + 1000 + i - 1);
+      expect(t).toBeLessThanOrEqual(after + 1000 + i + 1);
+    });
+    expect(intake.held).toBe(3);
+    expect(intake.waiting).toBe(0);
+  });
+
+  it("takes at most max, the rest waits in order", () => {
+    const intake = new Intake(undefined);
+    for (let s = 1; s <= 5; s++) intake.arrive(fakeMsg({ seq: s }) as unknown as JsMsg, s);
+    expect(seqsOf(intake.take(2).msgs)).toEqual(["1@1", "2@1"]);
+    expect(intake.waiting).toBe(3);
+    expect(seqsOf(intake.take(10).msgs)).toEqual(["3@1", "4@1", "5@1"]);
+  });
+
+  it("a message delivered twice into one batch is kept once, its latest delivery, where that delivery came", () => {
+    const intake = new Intake(undefined);
+    const arrivals = [fakeMsg({ seq: 5 }), fakeMsg({ seq: 6 }), fakeMsg({ seq: 5, deliveryCount: 2 }), fakeMsg({ seq: 7 })];
+    arrivals.forEach((m, i) => intake.arrive(m as unknown as JsMsg, i));
+    const batch = intake.take(10);
+    expect(seqsOf(batch.msgs)).toEqual(["6@1", "5@2", "7@1"]);
+    expect(batch.refreshedAt).toHaveLength(3);
+    expect(intake.held).toBe(3);
+  });
+
+  it("distinct messages out of stream order are all kept, in arrival order", () => {
+    const intake = new Intake(undefined);
+    [9, 3, 7].forEach((s, i) => intake.arrive(fakeMsg({ seq: s }) as unknown as JsMsg, i));
+    expect(seqsOf(intake.take(10).msgs)).toEqual(["9@1", "3@1", "7@1"]);
+  });
+
+  it("messages whose sequence cannot be read are all kept", () => {
+    const intake = new Intake(undefined);
+    const odd = [fakeMsg({ seq: 1 }), fakeMsg({ seq: 1 })].map((m) => ({ ...m, reply: "", info: undefined }) as unknown as JsMsg);
+    odd.forEach((m, i) => intake.arrive(m, i));
+    expect(intake.take(10).msgs).toEqual(odd);
+  });
+});
