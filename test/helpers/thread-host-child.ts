@@ -1,11 +1,11 @@
 /**
- * A service that writes one batch through CommitThenAck with `heartbeat: { thread: true }` and
+ * A service that runs CommitThenAck's loop with `heartbeat: { thread: true }` for one batch and
  * then finishes, for the test that the heartbeat thread never keeps a finished host alive.
  * argv: <server URL>. Prints one JSON line when its work is done.
  */
-import { AckPolicy, jetstream, jetstreamManager, type JsMsg } from "@nats-io/jetstream";
+import { AckPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect, nanos } from "@nats-io/transport-node";
-import { CommitThenAck } from "../../src/index.js";
+import { CommitThenAck, type BatchResult } from "../../src/index.js";
 
 const [url] = process.argv.slice(2) as [string];
 const nc = await connect({ servers: url, name: "thread-host" });
@@ -19,11 +19,18 @@ const ack = await CommitThenAck.forConsumer(jsm, stream, "writer", {
   heartbeat: { thread: true },
   connection: nc,
 });
-const batch: JsMsg[] = [];
-for await (const m of await (await jetstream(nc).consumers.get(stream, "writer")).fetch({ max_messages: 1, expires: 1000 })) batch.push(m);
-// The write outlasts the thread's start (a worker compiling the sources on a busy machine can
-// take over a second before its first round), so some of its beats come from the thread.
-const result = await ack.process(batch, () => new Promise((r) => setTimeout(r, 3000)));
+// run holds the thread until it is connected (up to 5 s) before its first batch, so every beat
+// of the write can come from the thread, however long the worker takes to compile its sources.
+const stop = new AbortController();
+let result: BatchResult | undefined;
+await ack.run(await jetstream(nc).consumers.get(stream, "writer"), () => new Promise((r) => setTimeout(r, 1500)), {
+  batchSize: 1,
+  signal: stop.signal,
+  onBatch: (r) => {
+    result = r;
+    stop.abort();
+  },
+});
 await jsm.streams.delete(stream);
 await nc.close();
-console.log(JSON.stringify({ outcome: result.outcome, heartbeats: result.heartbeats, doneAt: Date.now() }));
+console.log(JSON.stringify({ outcome: result?.outcome, heartbeats: result?.heartbeats, doneAt: Date.now() }));

@@ -339,6 +339,58 @@ describe("intake on a real nats-server", () => {
     expect(errors.some((e) => e instanceof ConsumerPolicyError && e.reason === "pull_expiry_clamped" && /1000 ms/.test(e.message))).toBe(true);
   });
 
+  it("heartbeats off, pulls open at once and served in turns: a message waiting for its own pull's end keeps its lease (another worker receives nothing)", async () => {
+    // AckWait 4 s bounds each pull at 1 s (a quarter); a message waits at most that long for its
+    // pull to end, then is written for 1.5 s: acked about 2.5 s after it arrived at the latest.
+    const f = await createFixture(fx.nc, { ackWaitMs: 4000 });
+    const rivalConn = await fx.srv.connect();
+    await using spy = await AckSpy.start(fx.spyConn, f.stream);
+    // A first full batch: the loop sees a backlog, so its next pulls overlap.
+    const first = await publish(f, 10);
+    const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer);
+    const writes = new Writes();
+    const redelivered: number[] = [];
+    const results: BatchResult[] = [];
+    const shutdown = new AbortController();
+    const running = ack.run(
+      await f.js.consumers.get(f.stream, f.consumer),
+      async (msgs) => {
+        writes.add(msgs);
+        for (const m of msgs) if (m.info.deliveryCount > 1) redelivered.push(m.seq);
+        await sleep(1500);
+      },
+      { batchSize: 10, concurrency: 3, signal: shutdown.signal, onBatch: (r) => results.push(r) },
+    );
+    await eventually(() => writes.count.size === 10, "the first batch written");
+    // A trickle while two pulls are open: the server hands its messages to them in turns.
+    let mostWaiting = 0;
+    const trickled: number[] = [];
+    for (let i = 0; i < 30; i++) {
+      trickled.push((await f.js.publish(f.subject, `t-${i}`)).seq);
+      if (i % 5 === 0) mostWaiting = Math.max(mostWaiting, (await consumerInfo(f)).num_waiting);
+      await sleep(100);
+    }
+    await eventually(async () => (await consumerInfo(f)).num_pending === 0, "every message delivered to the loop");
+    // Every message is the loop's now: anything the rival receives is a redelivery.
+    const rival = await startRival(jetstream(rivalConn), f.stream, f.consumer);
+    await eventually(async () => (await consumerInfo(f)).num_ack_pending === 0, "every message acked", 15_000);
+    // Past AckWait after the last delivery: a lease lost to waiting would have come back by now.
+    await sleep(4500);
+    await rival.stop();
+    await rivalConn.close();
+    shutdown.abort();
+    await running;
+    expect(mostWaiting).toBeGreaterThanOrEqual(2);
+    expect(rival.received).toEqual([]);
+    expect(redelivered).toEqual([]);
+    expect(writes.twice()).toEqual([]);
+    const all = [...first, ...trickled];
+    expect(all.filter((s) => !writes.count.has(s))).toEqual([]);
+    expect(results.every((r) => r.messages.length <= 10 && r.acked === r.messages.length)).toBe(true);
+    await fx.drain();
+    for (const seq of all) expect(spy.forSequence(seq).map((x) => x.kind)).toEqual(["+ACK"]);
+  }, 40_000);
+
   it("run resolves only after its last ACKs reached the server (consumer info from another connection, at once)", async () => {
     const other = await fx.srv.connect();
     try {
