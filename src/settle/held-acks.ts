@@ -19,15 +19,21 @@ const POLL_MS = 20;
  */
 export type HeldAckOutcome = { readonly kind: "sent" } | { readonly kind: "closed" } | { readonly kind: "threw"; readonly error: unknown } | { readonly kind: "timeout" };
 
+/** How a wait for the reconnect ended: connected (nothing sent), closed, or the budget ran out. */
+export type ReconnectOutcome = { readonly kind: "connected" } | { readonly kind: "closed" } | { readonly kind: "timeout" };
+
 interface Held {
   readonly msg: JsMsg;
   readonly budget: SettleBudget;
-  readonly resolve: (outcome: HeldAckOutcome) => void;
+  /** Whether the poll sends the `+ACK` itself (else the caller sends what it wants once connected). */
+  readonly send: boolean;
+  readonly resolve: (outcome: HeldAckOutcome | ReconnectOutcome) => void;
 }
 
 const SENT: HeldAckOutcome = Object.freeze({ kind: "sent" });
 const CLOSED: HeldAckOutcome = Object.freeze({ kind: "closed" });
 const TIMEOUT: HeldAckOutcome = Object.freeze({ kind: "timeout" });
+const CONNECTED: ReconnectOutcome = Object.freeze({ kind: "connected" });
 
 const held = new Set<Held>();
 let timer: ReturnType<typeof setInterval> | undefined;
@@ -37,8 +43,22 @@ let timer: ReturnType<typeof setInterval> | undefined;
  * shutdown) or the connection closes.
  */
 export function ackWhenConnected(m: JsMsg, budget: SettleBudget): Promise<HeldAckOutcome> {
-  return new Promise<HeldAckOutcome>((resolve) => {
-    held.add({ msg: m, budget, resolve });
+  return hold(m, budget, true) as Promise<HeldAckOutcome>;
+}
+
+/**
+ * Resolves once the connection that delivered `m` is back (nothing sent: a loop then sends its
+ * confirmed ACKs, which ride out the election a reconnect often comes with), or it closed, or
+ * `budget` ran out.
+ */
+export function whenConnected(m: JsMsg, budget: SettleBudget): Promise<ReconnectOutcome> {
+  return hold(m, budget, false) as Promise<ReconnectOutcome>;
+}
+
+/** Queues `msg` for the poll; the outcome's kinds follow `send` (see the two callers). */
+function hold(msg: JsMsg, budget: SettleBudget, send: boolean): Promise<HeldAckOutcome | ReconnectOutcome> {
+  return new Promise((resolve) => {
+    held.add({ msg, budget, send, resolve });
     // Not unref'd: the caller is awaiting this while the connection lives.
     timer ??= setInterval(poll, POLL_MS);
   });
@@ -46,14 +66,17 @@ export function ackWhenConnected(m: JsMsg, budget: SettleBudget): Promise<HeldAc
 
 function poll(): void {
   for (const h of held) {
-    let done: HeldAckOutcome | undefined;
+    let done: HeldAckOutcome | ReconnectOutcome | undefined;
     if (connectionClosed(h.msg) === true) done = CLOSED;
     else if (connectionDown(h.msg) === false) {
-      try {
-        h.msg.ack();
-        done = SENT;
-      } catch (error) {
-        done = { kind: "threw", error };
+      if (!h.send) done = CONNECTED;
+      else {
+        try {
+          h.msg.ack();
+          done = SENT;
+        } catch (error) {
+          done = { kind: "threw", error };
+        }
       }
     } else if (h.budget.remainingMs() <= 0) done = TIMEOUT;
     if (done === undefined) continue;

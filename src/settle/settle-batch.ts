@@ -96,8 +96,9 @@ export async function settleBatch(list: readonly JsMsg[], outcome: WriteOutcome,
     return { decision, error };
   });
   const acks = allCommitted ? list : list.filter((_, i) => decisions[i]!.decision === ACK);
-  const confirmed = acks.length > 0 ? settler.ackMany(acks, scope) : undefined;
-  if (confirmed !== undefined && acks.length === list.length) context.onSent?.();
+  const confirming = acks.length > 0 ? settler.ackMany(acks, scope) : undefined;
+  const confirmed = confirming?.results;
+  if (confirming?.sent === true && acks.length === list.length) context.onSent?.();
   let pending = confirmed !== undefined;
   const settling = list.map((m, i): Promise<MessageResult> | MessageResult | undefined => {
     const { decision, error } = decisions[i]!;

@@ -14,7 +14,7 @@ import type { MessageResult, TemporaryFailureAction } from "./batch-result.js";
 import { isLastDelivery, type Decision } from "./decide.js";
 import { publishDeadLetter, type DeadLetterTarget } from "./dead-letter.js";
 import { DEFAULT_CONFIRM_TIMEOUT_MS, ackBatchConfirmed, ackConfirmed, nakWithDelay, termWithReason, type ConfirmAckOptions } from "./frames.js";
-import { ackWhenConnected } from "./held-acks.js";
+import { ackWhenConnected, whenConnected } from "./held-acks.js";
 import { defaultNakDelayMs } from "./retry-delay.js";
 import type { DeliveryLimits } from "./delivery-limits.js";
 import type { SettleBudget } from "./settle-budget.js";
@@ -115,21 +115,31 @@ export class Settler {
   /**
    * ACKs of committed messages, confirmed all at once (one reply inbox, one timer), when
    * confirmed ACKs are asked for (by the host, or by a loop's default) and the connection can
-   * carry them; `undefined` otherwise (each message is then settled on its own).
+   * carry them; `undefined` otherwise (each message is then settled on its own). `sent` says
+   * whether the frames left now; a loop's batch whose connection is down waits for the
+   * reconnect first.
    */
-  ackMany(msgs: readonly JsMsg[], scope: SettleScope): Promise<MessageResult[]> | undefined {
+  ackMany(msgs: readonly JsMsg[], scope: SettleScope): { readonly results: Promise<MessageResult[]>; readonly sent: boolean } | undefined {
     const host = this.#config.confirmAck;
     const confirm = host !== undefined ? (canConfirmInBatches(this.#config.connection) ? { options: host, connection: this.#config.connection } : undefined) : scope.confirm;
-    if (confirm === undefined || msgs.length === 0 || msgs.some((m) => connectionDown(m) === true)) return undefined;
-    const acking = scope.acking;
-    const seqs = acking?.begin(msgs);
+    if (confirm === undefined || msgs.length === 0) return undefined;
+    const down = msgs.some((m) => connectionDown(m) === true);
+    // A host's own confirmAck keeps its bounded attempts: held per message, sent plain.
+    if (down && host !== undefined) return undefined;
+    const seqs = scope.acking?.begin(msgs);
+    if (down) return { results: this.#confirmAfterReconnect(msgs, confirm, scope, seqs), sent: false };
+    return { results: this.#confirm(msgs, confirm, scope, seqs, host === undefined), sent: true };
+  }
+
+  #confirm(msgs: readonly JsMsg[], confirm: LoopConfirmation, scope: SettleScope, seqs: readonly number[] | undefined, bridgeElections: boolean, held = false): Promise<MessageResult[]> {
     const started = performance.now();
-    return ackBatchConfirmed(msgs, confirm.options, confirm.connection, scope.budget, host === undefined).then((outcomes) => {
+    return ackBatchConfirmed(msgs, confirm.options, confirm.connection, scope.budget, bridgeElections).then((outcomes) => {
       if (seqs !== undefined) {
         // Unconfirmed: the message can come back once a new leader took over. Slower than the
-        // first attempt's wait: the answer came to an ACK asked again, late.
-        const late = performance.now() - started > (confirm.options.timeoutMs ?? DEFAULT_CONFIRM_TIMEOUT_MS);
-        acking!.end(seqs, outcomes.some((o) => !o.confirmed) ? UNCONFIRMED_GRACE_MS : late ? LATE_GRACE_MS : 0);
+        // first attempt's wait (or held over a reconnect): the answer came late, and a
+        // redelivery sent before it may still be on its way.
+        const late = held || performance.now() - started > (confirm.options.timeoutMs ?? DEFAULT_CONFIRM_TIMEOUT_MS);
+        scope.acking!.end(seqs, outcomes.some((o) => !o.confirmed) ? UNCONFIRMED_GRACE_MS : late ? LATE_GRACE_MS : 0);
       }
       return msgs.map((msg, i) => {
         const o = outcomes[i]!;
@@ -137,6 +147,30 @@ export class Settler {
         const r: MessageResult = o.error !== undefined ? { msg, action: "acked", confirmed: o.confirmed, settleError: o.error } : { msg, action: "acked", confirmed: o.confirmed };
         return scope.leaseLost ? markLeaseLost(r) : r;
       });
+    });
+  }
+
+  /**
+   * A loop's ACKs whose connection is between servers: held until it is back, then sent
+   * confirmed and asked again through the election that often comes with a reconnect (the
+   * server the client left may have held the consumer). A plain ACK sent at the reconnect
+   * reaches nobody while no new leader exists, and its message comes back to be written twice.
+   */
+  async #confirmAfterReconnect(msgs: readonly JsMsg[], confirm: LoopConfirmation, scope: SettleScope, seqs: readonly number[] | undefined): Promise<MessageResult[]> {
+    const metrics = this.#config.metrics;
+    // A loop's batch came through one connection: its first message that is down speaks for it.
+    const outcome = await whenConnected(msgs.find((m) => connectionDown(m) === true) ?? msgs[0]!, scope.budget);
+    if (outcome.kind === "connected") {
+      metrics.count(MetricNames.ACKS_HELD_TOTAL, msgs.length);
+      return this.#confirm(msgs, confirm, scope, seqs, true, true);
+    }
+    if (seqs !== undefined) scope.acking!.end(seqs, UNCONFIRMED_GRACE_MS);
+    metrics.count(MetricNames.ACKS_UNSENT_TOTAL, msgs.length);
+    // No frame left: the messages come back after AckWait, as after any ACK that cannot be sent.
+    const settleError = (): Error => (outcome.kind === "closed" ? new ConnectionClosedError() : new DisconnectedError());
+    return msgs.map((msg) => {
+      const r: MessageResult = { msg, action: "left", settleError: settleError() };
+      return scope.leaseLost ? markLeaseLost(r) : r;
     });
   }
 

@@ -23,4 +23,14 @@ describe("reliability (full): every kind of election under both loops, with and 
       });
     }
   }
+
+  for (const loop of ["run", "runEach"] as const) {
+    it(`${loop}, kill-leader with the worker on the leader's server: the default writes none twice`, async () => {
+      const r = await loopElectionScenario(cluster, { loop, election: "kill-leader", messages: 300, confirm: true, workerOnLeader: true });
+      expect(r.workerDisconnects).toBeGreaterThanOrEqual(1);
+      expect(r.heldAcks).toBeGreaterThanOrEqual(1);
+      expect(r.written).toBe(300);
+      expect(r.duplicates).toBe(0);
+    });
+  }
 });

@@ -22,4 +22,13 @@ describe("reliability (short): leader elections under the consumer loops, 3-node
     expect(r.written).toBe(300);
     expect(r.duplicates).toBe(0);
   });
+
+  it("runEach, the consumer leader's server killed under the worker's own connection: the ACKs held over the reconnect are confirmed by the new leader, none written twice", async () => {
+    const r = await loopElectionScenario(cluster, { loop: "runEach", election: "kill-leader", messages: 300, confirm: true, workerOnLeader: true });
+    // The case: the kill cut the worker's connection too.
+    expect(r.workerDisconnects).toBeGreaterThanOrEqual(1);
+    expect(r.heldAcks).toBeGreaterThanOrEqual(1);
+    expect(r.written).toBe(300);
+    expect(r.duplicates).toBe(0);
+  });
 });

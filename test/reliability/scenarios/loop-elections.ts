@@ -7,15 +7,18 @@
  * AckWait and is written twice. The loops confirm their ACKs by default (and ask again until the
  * new leader answers), so an election spends no duplicate. The scenario counts the messages
  * written more than once in each election window — with the loops' default, and with confirmed
- * ACKs switched off for comparison.
+ * ACKs switched off for comparison. With `workerOnLeader`, the worker is connected to the consumer
+ * leader's server, so a kill also cuts the worker's own connection; the writes under way then end
+ * the moment the client reports the cut, so their ACKs are held over the reconnect and then meet
+ * the election.
  */
 import { jetstream } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { expect } from "vitest";
-import { CommitThenAck, type BatchResult } from "../../../src/index.js";
+import { CommitThenAck, InMemoryMetrics, MetricNames, type BatchResult } from "../../../src/index.js";
 import { createFixture, publish } from "../../helpers/jetstream.js";
 import type { NatsCluster } from "../../helpers/nats-server.js";
-import { RECONNECT, consumerInfoWhen, sleep, watchUnhandledRejections } from "../support.js";
+import { RECONNECT, consumerInfoWhen, deferred, sleep, watchUnhandledRejections } from "../support.js";
 
 export type Election = "stream-stepdown" | "consumer-stepdown" | "kill-leader";
 
@@ -25,6 +28,10 @@ export interface LoopElectionOptions {
   readonly messages: number;
   /** `false`: the loops' confirmed ACKs switched off (the comparison). */
   readonly confirm: boolean;
+  /** Connect the worker to the consumer leader's server (else to any node, as a client picks). */
+  readonly workerOnLeader?: boolean;
+  /** How long each write takes (default 40 ms). */
+  readonly writeMs?: number;
 }
 
 export interface LoopElectionResult {
@@ -32,6 +39,12 @@ export interface LoopElectionResult {
   /** Messages written more than once. */
   readonly duplicates: number;
   readonly electionMs: number;
+  /** How often the worker's connection was cut. */
+  readonly workerDisconnects: number;
+  /** ACKs held over the worker's reconnect (`acks_held_total`). */
+  readonly heldAcks: number;
+  /** Deliveries of committed messages acked at once, not written (`redeliveries_of_committed_total`). */
+  readonly redeliveriesOfCommitted: number;
 }
 
 export async function loopElectionScenario(cluster: NatsCluster, o: LoopElectionOptions): Promise<LoopElectionResult> {
@@ -41,29 +54,48 @@ export async function loopElectionScenario(cluster: NatsCluster, o: LoopElection
   let running: Promise<void> | undefined;
   try {
     const admin = await cluster.connect(RECONNECT);
-    const worker = await cluster.connect(RECONNECT);
-    conns.push(admin, worker);
+    conns.push(admin);
     const f = await createFixture(admin, { ackWaitMs: 2000, replicas: 3 });
     const initial = await consumerInfoWhen(admin, f.stream, f.consumer, (c) => Boolean(c.cluster?.leader), "a consumer leader");
+    const leaderNode = cluster.servers.find((s) => s.options.name === initial.cluster!.leader);
+    const servers = o.workerOnLeader ? [leaderNode!.url, ...cluster.urls.filter((u) => u !== leaderNode!.url)] : cluster.urls;
+    const worker = await cluster.connect({ ...RECONNECT, servers, noRandomize: o.workerOnLeader === true });
+    conns.push(worker);
+    let workerDisconnects = 0;
+    const cut = deferred();
+    void (async () => {
+      for await (const s of worker.status()) {
+        if (s.type !== "disconnect") continue;
+        workerDisconnects += 1;
+        cut.resolve();
+      }
+    })();
     const published = await publish(f, o.messages);
+    const metrics = new InMemoryMetrics();
     const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, {
       inProgress: { enabled: true, intervalMs: 500, maxHeartbeats: 100 },
       connection: worker,
+      metrics,
       ...(o.confirm ? {} : { confirmAck: false as const }),
     });
     const writes = new Map<number, number>();
     const record = (seq: number): void => void writes.set(seq, (writes.get(seq) ?? 0) + 1);
+    // With the worker on the leader's server, the writes from the fault on end at the cut (bounded).
+    const write = async (): Promise<void> => {
+      if (o.workerOnLeader && writes.size >= o.messages / 4 && workerDisconnects === 0) await Promise.race([cut.promise, sleep(30_000)]);
+      else await sleep(o.writeMs ?? 40);
+    };
     const results: BatchResult[] = [];
     const consumer = await jetstream(worker).consumers.get(f.stream, f.consumer);
     running =
       o.loop === "run"
         ? ack.run(consumer, async (msgs) => {
             for (const m of msgs) record(m.seq);
-            await sleep(40);
+            await write();
           }, { batchSize: 10, concurrency: 4, signal: stop.signal, onBatch: (r) => results.push(r), onError: () => undefined })
         : ack.runEach(consumer, async (m) => {
             record(m.seq);
-            await sleep(40);
+            await write();
           }, { concurrency: 16, signal: stop.signal, onResult: (r) => results.push(r), onError: () => undefined });
 
     // The fault once a quarter of the messages is written, while the rest flow.
@@ -96,12 +128,19 @@ export async function loopElectionScenario(cluster: NatsCluster, o: LoopElection
     await sleep(2500);
     stop.abort();
     await running;
-    if (killed) await killed.restart();
+    if (killed) {
+      await killed.restart();
+      // Caught up again before the next scenario places a stream on every node.
+      await cluster.waitForJetStream(30_000);
+    }
     expect(unhandled.seen).toEqual([]);
     expect([...writes.keys()].sort((a, b) => a - b)).toEqual(published);
     const duplicates = [...writes.values()].filter((n) => n > 1).length;
-    console.log(`loop election: ${o.loop} ${o.election} confirm=${o.confirm}: ${electionMs} ms, ${duplicates} of ${o.messages} written twice`);
-    return { written: writes.size, duplicates, electionMs };
+    const counters = metrics.snapshot().counters;
+    const heldAcks = counters[MetricNames.ACKS_HELD_TOTAL] ?? 0;
+    const redeliveriesOfCommitted = counters[MetricNames.REDELIVERIES_OF_COMMITTED_TOTAL] ?? 0;
+    console.log(`loop election: ${o.loop} ${o.election} confirm=${o.confirm}${o.workerOnLeader ? " (worker on the leader's server)" : ""}: ${electionMs} ms, ${duplicates} of ${o.messages} written twice, worker cut ${workerDisconnects}×, ${heldAcks} ACKs held over the reconnect, ${redeliveriesOfCommitted} redeliveries of committed messages acked`);
+    return { written: writes.size, duplicates, electionMs, workerDisconnects, heldAcks, redeliveriesOfCommitted };
   } finally {
     stop.abort();
     await running?.catch(() => undefined);

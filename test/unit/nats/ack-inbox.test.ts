@@ -123,8 +123,14 @@ describe("ackBatchConfirmed", () => {
     const pending = ackBatchConfirmed(msgs, { timeoutMs: 50, retries: 0 }, nc, UNBOUNDED, false);
     // The run's reply subject ends in "r1"; answers for frames that do not exist confirm nothing.
     const base = replies[0]!.replace(/r1$/, "");
-    for (const bogus of ["7", "r7", "-1", "x", "r", "r0", "", "1.5", " 1", "0x1"]) deliver?.(null, { subject: `${base}${bogus}` });
+    expect(deliver, "the inbox subscribed before its first frame").toBeDefined();
+    for (const bogus of ["7", "r7", "-1", "x", "r", "r0", "", "1.5", " 1", "0x1"]) deliver!(null, { subject: `${base}${bogus}` });
     const outcomes = await pending;
     expect(outcomes.map((o) => o.confirmed)).toEqual([false, false]);
+    // The control: the same channel carries a well-formed answer, which confirms the run.
+    replies.length = 0;
+    const control = ackBatchConfirmed([fakeMsg(), fakeMsg()], { timeoutMs: 50, retries: 0 }, nc, UNBOUNDED, false);
+    deliver!(null, { subject: replies[0]! });
+    expect((await control).map((o) => o.confirmed)).toEqual([true, true]);
   });
 });

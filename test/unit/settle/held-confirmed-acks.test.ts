@@ -1,0 +1,165 @@
+/**
+ * A loop's confirmed ACKs for a batch that committed while its connection was between servers:
+ * held until the reconnect, then sent asking for replies and asked again through the election
+ * that often comes with the reconnect — never a plain `+ACK` into a cluster with no consumer
+ * leader. Fakes force the timing; the real-server proof is the leader-kill case with the worker
+ * on the leader's server in test/reliability/loop-elections.test.ts.
+ */
+import { describe, expect, it } from "vitest";
+import type { JsMsg } from "@nats-io/jetstream";
+import { ConnectionClosedError, DisconnectedError, InMemoryMetrics, MetricNames } from "../../../src/index.js";
+import type { ConfirmingConnection } from "../../../src/nats/ack-inbox.js";
+import { AckingDeliveries } from "../../../src/settle/acking-deliveries.js";
+import { DeliveryLimits } from "../../../src/settle/delivery-limits.js";
+import { UNBOUNDED, type SettleBudget } from "../../../src/settle/settle-budget.js";
+import { settleBatch, type WriteOutcome } from "../../../src/settle/settle-batch.js";
+import { Settler } from "../../../src/settle/settler.js";
+import { MetricsRecorder } from "../../../src/telemetry/metrics-recorder.js";
+import { fakeMsg, type FakeMsg } from "../../helpers/fakes.js";
+
+/** The client's protocol handler as the library reads it: connected, or between servers, or closed. */
+function link(): { readonly publisher: object; down(): void; up(): void; close(): void } {
+  const publisher = { connected: true, closed: false, isClosed: () => publisher.closed };
+  return {
+    publisher,
+    down: () => void (publisher.connected = false),
+    up: () => void (publisher.connected = true),
+    close: () => {
+      publisher.connected = false;
+      publisher.closed = true;
+    },
+  };
+}
+
+/**
+ * A connection that records the frames it is handed and answers each frame asking for a reply
+ * by `answer`: a status code (503: nobody holds the consumer), 0 (confirmed) or nothing.
+ */
+function fakeConnection(answer: () => number | undefined): ConfirmingConnection & { frames: Array<{ subject: string; reply: string | undefined; at: number }> } {
+  const frames: Array<{ subject: string; reply: string | undefined; at: number }> = [];
+  let deliver: ((err: unknown, msg: { subject: string; headers?: { code?: number } }) => void) | undefined;
+  return {
+    frames,
+    subscribe(_subject, options) {
+      deliver = options.callback;
+      return { unsubscribe() {} };
+    },
+    publish(subject, _payload, options) {
+      const reply = options?.reply;
+      frames.push({ subject, reply, at: performance.now() });
+      if (reply === undefined) return;
+      const code = answer();
+      if (code === undefined) return;
+      expect(deliver, "the inbox subscribed before its first frame").toBeDefined();
+      queueMicrotask(() => deliver!(null, code === 0 ? { subject: reply } : { subject: reply, headers: { code } }));
+    },
+    isClosed: () => false,
+  };
+}
+
+const COMMITTED: WriteOutcome = { ok: true, result: undefined, error: undefined, cancelled: false, leaseLost: false, heartbeats: 0, writeMs: 1 };
+
+function setup(answer: () => number | undefined, budget: SettleBudget = UNBOUNDED) {
+  const sink = new InMemoryMetrics();
+  const metrics = MetricsRecorder.for(sink);
+  const nc = fakeConnection(answer);
+  const settler = new Settler({
+    connection: undefined,
+    confirmAck: undefined,
+    onTemporaryFailure: { action: "nak" },
+    deadLetter: undefined,
+    nakBackOff: undefined,
+    limits: new DeliveryLimits(undefined, undefined),
+    metrics,
+    random: Math.random,
+  });
+  const wire = link();
+  const msgs: FakeMsg[] = [fakeMsg(), fakeMsg(), fakeMsg()];
+  for (const m of msgs) (m as unknown as { msg: unknown }).msg = { publisher: wire.publisher };
+  const acking = new AckingDeliveries();
+  let sentAt: number | undefined;
+  const settle = () =>
+    settleBatch(msgs as unknown as JsMsg[], COMMITTED, {
+      settler,
+      metrics,
+      connection: undefined,
+      budget,
+      batchId: 1,
+      onSent: () => void (sentAt = performance.now()),
+      confirm: { options: { timeoutMs: 200, retries: 6 }, connection: nc },
+      acking,
+    });
+  return { sink, nc, wire, msgs, acking, settle, sentAt: () => sentAt };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe("a loop's confirmed ACKs over a reconnect", () => {
+  it("nothing is sent while the connection is down; after the reconnect the ACKs ask for replies, are asked again while refused (an election), and end confirmed", async () => {
+    // The first two rounds of answers: nobody holds the consumer; then the new leader confirms.
+    let asked = 0;
+    const s = setup(() => (++asked <= 2 * 3 ? 503 : 0));
+    s.wire.down();
+    const settling = s.settle();
+    await sleep(150);
+    expect(s.nc.frames).toEqual([]);
+    expect(s.msgs.map((m) => m.calls.ack)).toEqual([0, 0, 0]);
+    // Meanwhile another delivery of them is acked, not written again.
+    expect(s.msgs.every((m) => s.acking.has(m as unknown as JsMsg))).toBe(true);
+    // The loop's slot stays taken: no frame went out.
+    expect(s.sentAt()).toBeUndefined();
+    const upAt = performance.now();
+    s.wire.up();
+    const result = await settling;
+    expect(result).toMatchObject({ outcome: "acked", acked: 3 });
+    expect(result.messages.map((r) => [r.action, r.confirmed, r.settleError])).toEqual([
+      ["acked", true, undefined],
+      ["acked", true, undefined],
+      ["acked", true, undefined],
+    ]);
+    // Every frame left after the reconnect, and every one asked for an answer at some point.
+    expect(s.nc.frames.every((f) => f.at >= upAt)).toBe(true);
+    for (const m of s.msgs) expect(s.nc.frames.filter((f) => f.subject === m.reply && f.reply !== undefined).length).toBeGreaterThanOrEqual(2);
+    // Never the client's own plain ack().
+    expect(s.msgs.map((m) => m.calls.ack)).toEqual([0, 0, 0]);
+    expect(s.sink.snapshot().counters[MetricNames.ACKS_HELD_TOTAL]).toBe(3);
+    // Answered late (asked again): still counted on their way for a grace period.
+    expect(s.msgs.every((m) => s.acking.has(m as unknown as JsMsg))).toBe(true);
+  });
+
+  it("a connection closed while the ACKs are held: left with ConnectionClosedError, no frame, counted unsent", async () => {
+    const s = setup(() => 0);
+    s.wire.down();
+    const settling = s.settle();
+    await sleep(100);
+    s.wire.close();
+    const result = await settling;
+    expect(result).toMatchObject({ outcome: "left", acked: 0, left: 3 });
+    for (const r of result.messages) expect(r.settleError).toBeInstanceOf(ConnectionClosedError);
+    expect(s.nc.frames).toEqual([]);
+    expect(s.sink.snapshot().counters[MetricNames.ACKS_UNSENT_TOTAL]).toBe(3);
+    // Their ACKs never left: a redelivery soon after is still acked, not written again.
+    expect(s.msgs.every((m) => s.acking.has(m as unknown as JsMsg))).toBe(true);
+  });
+
+  it("a shutdown's bound passing while the ACKs are held: left with DisconnectedError, no frame", async () => {
+    let remaining = 150;
+    const started = performance.now();
+    const s = setup(() => 0, { remainingMs: () => remaining - (performance.now() - started) });
+    s.wire.down();
+    const result = await s.settle();
+    expect(performance.now() - started).toBeLessThan(5000);
+    expect(result).toMatchObject({ outcome: "left", acked: 0, left: 3 });
+    for (const r of result.messages) expect(r.settleError).toBeInstanceOf(DisconnectedError);
+    expect(s.nc.frames).toEqual([]);
+    remaining = 0;
+  });
+
+  it("connected: the ACKs go out at once, the loop's slot is freed before the answers", async () => {
+    const s = setup(() => 0);
+    const result = await s.settle();
+    expect(result).toMatchObject({ outcome: "acked", acked: 3 });
+    expect(s.sentAt()).toBeDefined();
+    expect(s.sink.snapshot().counters[MetricNames.ACKS_HELD_TOTAL] ?? 0).toBe(0);
+  });
+});
