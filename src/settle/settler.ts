@@ -255,7 +255,10 @@ export class Settler {
       }
       try {
         const receipt = await publishDeadLetter(m, target, error, scope.budget.remainingMs());
-        const acked = await this.#ack(m, scope, error);
+        // In a loop with no confirmAck of the host's: the loop's own confirmed ACK, so one lost in
+        // an election does not bring the original back for a second copy.
+        const confirming = this.#config.confirmAck === undefined ? this.ackMany([m], scope) : undefined;
+        const acked = confirming !== undefined ? withError((await confirming.results)[0]!, error) : await this.#ack(m, scope, error);
         // Headers the host's hook could not give are reported, never a reason to hold the copy back.
         const headersError = acked.settleError === undefined ? receipt.headersError : undefined;
         return { ...acked, action: acked.action === "acked" ? "dead_lettered" : acked.action, ...(headersError !== undefined ? { settleError: headersError } : {}) };

@@ -484,4 +484,37 @@ describe("lossless settling on a real nats-server", () => {
       if (!worker.isClosed()) await worker.close();
     }
   });
+
+  it("21. a loop's dead-lettered message: the copy lands, then the original's +ACK asks for the server's answer (the loop's confirmed ACK); another worker on the durable receives nothing", async () => {
+    const f = await createFixture(fx.nc, { ackWaitMs: 2000 });
+    const dlq = await addDlq(f);
+    await using spy = await AckSpy.start(fx.spyConn, f.stream);
+    const [poison, fine] = await publish(f, 2);
+    const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, { deadLetter: { js: f.js, subject: dlq.subject } });
+    const stop = new AbortController();
+    const results: BatchResult[] = [];
+    const running = ack.runEach(
+      await f.js.consumers.get(f.stream, f.consumer),
+      (m) => {
+        if (m.seq === poison) throw new PermanentSinkError("rejected row");
+      },
+      { signal: stop.signal, onResult: (r) => results.push(r) },
+    );
+    await eventually(() => results.length === 2, "both messages settled");
+    stop.abort();
+    await running;
+    const byOutcome = Object.fromEntries(results.map((r) => [r.messages[0]!.msg.seq, [r.outcome, r.messages[0]!.confirmed]]));
+    expect(byOutcome).toEqual({ [poison!]: ["dead_lettered", true], [fine!]: ["acked", true] });
+    await fx.drain();
+    const frames = spy.forSequence(poison!);
+    expect(frames.map((x) => `${x.kind}@${x.deliveryCount}`)).toEqual(["+ACK@1"]);
+    expect(frames[0]!.withReply).toBe(true);
+    expect(await dlq.count()).toBe(1);
+    // Another worker on the same durable, for longer than AckWait: nothing comes back.
+    const rival = await fetchBatch(f, 10, 3000);
+    expect(rival.map((m) => m.seq)).toEqual([]);
+    const info = await consumerInfo(f);
+    expect(info.num_ack_pending).toBe(0);
+    expect(info.ack_floor.stream_seq).toBe(fine);
+  });
 });

@@ -7,9 +7,10 @@
  */
 import { describe, expect, it } from "vitest";
 import type { JsMsg } from "@nats-io/jetstream";
-import { ConnectionClosedError, DisconnectedError, InMemoryMetrics, MetricNames } from "../../../src/index.js";
+import { ConnectionClosedError, DisconnectedError, InMemoryMetrics, MetricNames, PermanentSinkError } from "../../../src/index.js";
 import type { ConfirmingConnection } from "../../../src/nats/ack-inbox.js";
 import { AckingDeliveries } from "../../../src/settle/acking-deliveries.js";
+import type { DeadLetterTarget } from "../../../src/settle/dead-letter.js";
 import { DeliveryLimits } from "../../../src/settle/delivery-limits.js";
 import { UNBOUNDED, type SettleBudget } from "../../../src/settle/settle-budget.js";
 import { settleBatch, type WriteOutcome } from "../../../src/settle/settle-batch.js";
@@ -59,7 +60,7 @@ function fakeConnection(answer: () => number | undefined): ConfirmingConnection 
 
 const COMMITTED: WriteOutcome = { ok: true, result: undefined, error: undefined, cancelled: false, leaseLost: false, heartbeats: 0, writeMs: 1 };
 
-function setup(answer: () => number | undefined, budget: SettleBudget = UNBOUNDED) {
+function setup(answer: () => number | undefined, budget: SettleBudget = UNBOUNDED, deadLetter?: DeadLetterTarget, outcome: WriteOutcome = COMMITTED) {
   const sink = new InMemoryMetrics();
   const metrics = MetricsRecorder.for(sink);
   const nc = fakeConnection(answer);
@@ -67,7 +68,7 @@ function setup(answer: () => number | undefined, budget: SettleBudget = UNBOUNDE
     connection: undefined,
     confirmAck: undefined,
     onTemporaryFailure: { action: "nak" },
-    deadLetter: undefined,
+    deadLetter,
     nakBackOff: undefined,
     limits: new DeliveryLimits(undefined, undefined),
     metrics,
@@ -79,7 +80,7 @@ function setup(answer: () => number | undefined, budget: SettleBudget = UNBOUNDE
   const acking = new AckingDeliveries();
   let sentAt: number | undefined;
   const settle = () =>
-    settleBatch(msgs as unknown as JsMsg[], COMMITTED, {
+    settleBatch(msgs as unknown as JsMsg[], outcome, {
       settler,
       metrics,
       connection: undefined,
@@ -161,5 +162,24 @@ describe("a loop's confirmed ACKs over a reconnect", () => {
     expect(result).toMatchObject({ outcome: "acked", acked: 3 });
     expect(s.sentAt()).toBeDefined();
     expect(s.sink.snapshot().counters[MetricNames.ACKS_HELD_TOTAL] ?? 0).toBe(0);
+  });
+
+  it("a dead-lettered message's original is acked with the loop's confirmed ACK, asked again while refused: a lost ACK would bring it back for a second copy", async () => {
+    let asked = 0;
+    const copies: string[] = [];
+    const js = { publish: async (subject: string) => (copies.push(subject), { stream: "DLQ", seq: copies.length }) };
+    const failed: WriteOutcome = { ...COMMITTED, ok: false, error: new PermanentSinkError("rejected") };
+    const s = setup(() => (++asked <= 3 ? 503 : 0), UNBOUNDED, { js, subject: "dlq.x" }, failed);
+    const result = await s.settle();
+    expect(copies).toEqual(["dlq.x", "dlq.x", "dlq.x"]);
+    expect(result).toMatchObject({ outcome: "dead_lettered", deadLettered: 3 });
+    expect(result.messages.map((r) => [r.action, r.confirmed])).toEqual([
+      ["dead_lettered", true],
+      ["dead_lettered", true],
+      ["dead_lettered", true],
+    ]);
+    // Each original's +ACK asked for an answer, and was asked again after the refusal.
+    for (const m of s.msgs) expect(s.nc.frames.filter((f) => f.subject === m.reply && f.reply !== undefined).length).toBe(2);
+    expect(s.msgs.map((m) => m.calls.ack)).toEqual([0, 0, 0]);
   });
 });
