@@ -77,7 +77,9 @@ export interface CommitThenAckOptions {
    * does not turn into a duplicate write. Default: `process` sends plain ACKs; `run` and
    * `runEach` confirm theirs (one reply inbox per batch, timeout an eighth of AckWait within
    * 200–2,000 ms, 6 retries, and up to a minute while the server answers "no responders" or
-   * the client is between connections).
+   * the client is between connections; ACKs of writes that committed while it was between
+   * connections are held until the reconnect and then confirmed the same way, as is a
+   * dead-lettered original's).
    * A batch's first attempt asks one reply of its last `+ACK` to each consumer: the server
    * takes a connection's ACKs in order, so that reply answers for the ones before it; a retry
    * asks one of every ACK still unconfirmed. While a loop's ACK is on its way, another delivery
