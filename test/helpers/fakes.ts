@@ -1,6 +1,7 @@
 /** Fakes for pure-logic unit tests. Claims about JetStream are proven in test/integration. */
 import type { JsMsg } from "@nats-io/jetstream";
 import type { Clock } from "../../src/lease/scheduler.js";
+import type { ConfirmingConnection } from "../../src/nats/ack-inbox.js";
 
 export interface FakeMsg extends JsMsg {
   readonly calls: { working: number; ack: number; nak: Array<number | undefined>; term: Array<string | undefined> };
@@ -148,4 +149,40 @@ export function deferred<T = void>(): { promise: Promise<T>; resolve: (v: T) => 
     reject = rej;
   });
   return { promise, resolve, reject };
+}
+
+/** One frame a {@link fakeConfirmingConnection} was handed. */
+export interface FakeFrame {
+  readonly subject: string;
+  readonly reply: string | undefined;
+  /** `performance.now()` when it was handed over. */
+  readonly at: number;
+}
+
+/**
+ * A connection for confirmed ACKs that records every frame and answers a frame asking for a
+ * reply by `answer`: a status code (503: nobody holds the consumer), 0 (confirmed), or
+ * `undefined` (no answer).
+ */
+export function fakeConfirmingConnection(answer: (subject: string, reply: string) => number | undefined): ConfirmingConnection & { readonly frames: FakeFrame[] } {
+  const frames: FakeFrame[] = [];
+  let deliver: ((err: unknown, msg: { subject: string; headers?: { code?: number } }) => void) | undefined;
+  return {
+    frames,
+    subscribe(_subject, options) {
+      deliver = options.callback;
+      return { unsubscribe() {} };
+    },
+    publish(subject, _payload, options) {
+      const reply = options?.reply;
+      frames.push({ subject, reply, at: performance.now() });
+      if (reply === undefined) return;
+      const code = answer(subject, reply);
+      if (code === undefined) return;
+      if (deliver === undefined) throw new Error("a frame asked for a reply before the inbox subscribed");
+      const to = deliver;
+      queueMicrotask(() => to(null, code === 0 ? { subject: reply } : { subject: reply, headers: { code } }));
+    },
+    isClosed: () => false,
+  };
 }

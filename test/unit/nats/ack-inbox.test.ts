@@ -10,31 +10,7 @@ import { consumerRuns, type ConfirmingConnection } from "../../../src/nats/ack-i
 import { consumerPrefixEnd } from "../../../src/nats/message-access.js";
 import { ackBatchConfirmed } from "../../../src/settle/frames.js";
 import { UNBOUNDED } from "../../../src/settle/settle-budget.js";
-import { fakeMsg } from "../../helpers/fakes.js";
-
-type Answer = (subject: string, reply: string) => number | undefined;
-
-/** A connection that records every frame and answers a frame with a reply by `answer` (undefined: no answer). */
-function fakeConnection(answer: Answer): ConfirmingConnection & { frames: Array<{ subject: string; reply: string | undefined }> } {
-  const frames: Array<{ subject: string; reply: string | undefined }> = [];
-  let deliver: ((err: unknown, msg: { subject: string; headers?: { code?: number } }) => void) | undefined;
-  return {
-    frames,
-    subscribe(_subject, options) {
-      deliver = options.callback;
-      return { unsubscribe() {} };
-    },
-    publish(subject, _payload, options) {
-      frames.push({ subject, reply: options?.reply });
-      const reply = options?.reply;
-      if (reply === undefined) return;
-      const code = answer(subject, reply);
-      if (code === undefined) return;
-      queueMicrotask(() => deliver?.(null, code === 0 ? { subject: reply } : { subject: reply, headers: { code } }));
-    },
-    isClosed: () => false,
-  };
-}
+import { fakeConfirmingConnection, fakeMsg } from "../../helpers/fakes.js";
 
 describe("consumer runs of ACK subjects", () => {
   it("finds the consumer part of both subject forms, and nothing in other shapes", () => {
@@ -61,7 +37,7 @@ describe("consumer runs of ACK subjects", () => {
 describe("ackBatchConfirmed", () => {
   it("asks one reply of each run; its confirmation confirms every message of the run", async () => {
     const msgs = [fakeMsg({ consumer: "A" }), fakeMsg({ consumer: "A" }), fakeMsg({ consumer: "A" }), fakeMsg({ consumer: "B" }), fakeMsg({ consumer: "B" })];
-    const nc = fakeConnection(() => 0);
+    const nc = fakeConfirmingConnection(() => 0);
     const outcomes = await ackBatchConfirmed(msgs, { timeoutMs: 1000, retries: 1 }, nc, UNBOUNDED, false);
     expect(outcomes.map((o) => o.confirmed)).toEqual([true, true, true, true, true]);
     expect(nc.frames.map((f) => f.subject)).toEqual(msgs.map((m) => m.reply));
@@ -74,7 +50,7 @@ describe("ackBatchConfirmed", () => {
     const msgs = [fakeMsg(), fakeMsg(), fakeMsg()];
     let first = true;
     // The run's reply is lost; on the retry the server confirms the first two frames only.
-    const nc = fakeConnection((subject) => {
+    const nc = fakeConfirmingConnection((subject) => {
       if (first) {
         first = false;
         return undefined;
@@ -92,7 +68,7 @@ describe("ackBatchConfirmed", () => {
   it("a refused run (nobody holds the consumer) is refused for all of its messages and asked again", async () => {
     const msgs = [fakeMsg(), fakeMsg()];
     let attempt = 0;
-    const nc = fakeConnection((_subject, reply) => {
+    const nc = fakeConfirmingConnection((_subject, reply) => {
       // The first attempt's run is refused (503); the retry is confirmed.
       if (/\.r\d+$/.test(reply)) {
         attempt += 1;

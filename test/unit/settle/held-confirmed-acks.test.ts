@@ -8,7 +8,6 @@
 import { describe, expect, it } from "vitest";
 import type { JsMsg } from "@nats-io/jetstream";
 import { ConnectionClosedError, DisconnectedError, InMemoryMetrics, MetricNames, PermanentSinkError } from "../../../src/index.js";
-import type { ConfirmingConnection } from "../../../src/nats/ack-inbox.js";
 import { AckingDeliveries } from "../../../src/settle/acking-deliveries.js";
 import type { DeadLetterTarget } from "../../../src/settle/dead-letter.js";
 import { DeliveryLimits } from "../../../src/settle/delivery-limits.js";
@@ -16,7 +15,7 @@ import { UNBOUNDED, type SettleBudget } from "../../../src/settle/settle-budget.
 import { settleBatch, type WriteOutcome } from "../../../src/settle/settle-batch.js";
 import { Settler } from "../../../src/settle/settler.js";
 import { MetricsRecorder } from "../../../src/telemetry/metrics-recorder.js";
-import { fakeMsg, type FakeMsg } from "../../helpers/fakes.js";
+import { fakeConfirmingConnection, fakeMsg, type FakeMsg } from "../../helpers/fakes.js";
 
 /** The client's protocol handler as the library reads it: connected, or between servers, or closed. */
 function link(): { readonly publisher: object; down(): void; up(): void; close(): void } {
@@ -32,38 +31,12 @@ function link(): { readonly publisher: object; down(): void; up(): void; close()
   };
 }
 
-/**
- * A connection that records the frames it is handed and answers each frame asking for a reply
- * by `answer`: a status code (503: nobody holds the consumer), 0 (confirmed) or nothing.
- */
-function fakeConnection(answer: () => number | undefined): ConfirmingConnection & { frames: Array<{ subject: string; reply: string | undefined; at: number }> } {
-  const frames: Array<{ subject: string; reply: string | undefined; at: number }> = [];
-  let deliver: ((err: unknown, msg: { subject: string; headers?: { code?: number } }) => void) | undefined;
-  return {
-    frames,
-    subscribe(_subject, options) {
-      deliver = options.callback;
-      return { unsubscribe() {} };
-    },
-    publish(subject, _payload, options) {
-      const reply = options?.reply;
-      frames.push({ subject, reply, at: performance.now() });
-      if (reply === undefined) return;
-      const code = answer();
-      if (code === undefined) return;
-      expect(deliver, "the inbox subscribed before its first frame").toBeDefined();
-      queueMicrotask(() => deliver!(null, code === 0 ? { subject: reply } : { subject: reply, headers: { code } }));
-    },
-    isClosed: () => false,
-  };
-}
-
 const COMMITTED: WriteOutcome = { ok: true, result: undefined, error: undefined, cancelled: false, leaseLost: false, heartbeats: 0, writeMs: 1 };
 
 function setup(answer: () => number | undefined, budget: SettleBudget = UNBOUNDED, deadLetter?: DeadLetterTarget, outcome: WriteOutcome = COMMITTED) {
   const sink = new InMemoryMetrics();
   const metrics = MetricsRecorder.for(sink);
-  const nc = fakeConnection(answer);
+  const nc = fakeConfirmingConnection(() => answer());
   const settler = new Settler({
     connection: undefined,
     confirmAck: undefined,
