@@ -190,8 +190,9 @@ export async function learnConsumer(consumer: LoopConsumer, binding: ConsumerBin
 
 /**
  * Another delivery of a message the loop committed, arriving while its ACK is still on its way
- * (a new consumer leader, or AckWait passing during an election or a reconnect), is acked at
- * once and never handed to the write: the write already committed it.
+ * (a new consumer leader, or AckWait passing during an election or a reconnect) or redelivered
+ * soon after the server confirmed it (a leader lost before its followers had the ACK), is acked
+ * at once and never handed to the write: the write already committed it.
  */
 function skipCommitted(arrive: Arrival, acking: AckingDeliveries, metrics: MetricsRecorder): Arrival {
   return (m, at) => {

@@ -5,9 +5,13 @@
  * again; the loop then acks that delivery instead of writing the message a second time. Keyed
  * by stream sequence: a loop reads one consumer of one stream, and an ACK settles a message
  * whatever delivery it names.
+ *
+ * ACKs the server confirmed in time are kept too, for redeliveries only: a consumer leader
+ * answers an ACK before its followers have it, so when its server dies just after, the next
+ * leader still holds the message as pending and redelivers it.
  */
 import type { JsMsg } from "@nats-io/jetstream";
-import { streamSequence } from "../nats/message-access.js";
+import { deliveryCount, streamSequence } from "../nats/message-access.js";
 
 export class AckingDeliveries {
   /**
@@ -21,6 +25,13 @@ export class AckingDeliveries {
    * before it arrived (a pull sent at the reconnect, a new leader's first redeliveries).
    */
   readonly #late = new Map<number, number>();
+  /**
+   * Batches whose ACKs were confirmed in time, oldest first, each until when it is kept: a
+   * queue of the batches' own arrays (nothing built per message), read only for redeliveries.
+   */
+  readonly #confirmed: Array<{ readonly seqs: readonly number[]; readonly until: number }> = [];
+  #confirmedHead = 0;
+  #confirmedCount = 0;
 
   /** ACKs of `msgs` leave now; returns what to pass to `end` once each is answered or given up. */
   begin(msgs: readonly JsMsg[]): readonly number[] {
@@ -41,10 +52,13 @@ export class AckingDeliveries {
    */
   end(seqs: readonly number[], graceMs = 0): void {
     this.#batches.delete(seqs);
-    if (graceMs <= 0 && this.#late.size === 0) return;
     const now = performance.now();
+    if (graceMs <= 0) {
+      this.#keepConfirmed(seqs, now);
+      if (this.#late.size > 0) this.#prune(now);
+      return;
+    }
     this.#prune(now);
-    if (graceMs <= 0) return;
     for (const seq of seqs) {
       // Re-inserted at the end: the map is pruned from its start, oldest first.
       this.#late.delete(seq);
@@ -54,12 +68,26 @@ export class AckingDeliveries {
 
   /** Whether `m` is a message whose ACK is on its way (another delivery of a committed message). */
   has(m: JsMsg): boolean {
-    if (this.#batches.size === 0 && this.#late.size === 0) return false;
+    if (this.#batches.size > 0 || this.#late.size > 0) {
+      const seq = streamSequence(m);
+      if (seq === undefined) return false;
+      for (const batch of this.#batches) if (batch.includes(seq)) return true;
+      const until = this.#late.get(seq);
+      if (until !== undefined && until > performance.now()) return true;
+    }
+    // Confirmed ACKs matter only for a redelivery: a first delivery was never acked.
+    if (this.#confirmedCount === 0) return false;
+    const count = deliveryCount(m);
+    if (count === undefined || count < 2) return false;
     const seq = streamSequence(m);
     if (seq === undefined) return false;
-    for (const batch of this.#batches) if (batch.includes(seq)) return true;
-    const until = this.#late.get(seq);
-    return until !== undefined && until > performance.now();
+    const now = performance.now();
+    for (let i = this.#confirmed.length - 1; i >= this.#confirmedHead; i--) {
+      const kept = this.#confirmed[i]!;
+      if (kept.until <= now) break;
+      if (kept.seqs.includes(seq)) return true;
+    }
+    return false;
   }
 
   /** Sequences counted as on their way (one per batch that holds it). */
@@ -67,6 +95,26 @@ export class AckingDeliveries {
     let n = this.#late.size;
     for (const batch of this.#batches) n += batch.length;
     return n;
+  }
+
+  /** Keeps a batch confirmed in time; drops the oldest past their time or beyond the cap. */
+  #keepConfirmed(seqs: readonly number[], now: number): void {
+    if (seqs.length > 0) {
+      this.#confirmed.push({ seqs, until: now + CONFIRMED_KEPT_MS });
+      this.#confirmedCount += seqs.length;
+    }
+    const q = this.#confirmed;
+    while (this.#confirmedHead < q.length) {
+      const oldest = q[this.#confirmedHead]!;
+      if (oldest.until > now && this.#confirmedCount <= CONFIRMED_KEPT_MAX) break;
+      this.#confirmedCount -= oldest.seqs.length;
+      this.#confirmedHead += 1;
+    }
+    // Compacted now and then, not per batch.
+    if (this.#confirmedHead > 1024 && this.#confirmedHead * 2 > q.length) {
+      q.splice(0, this.#confirmedHead);
+      this.#confirmedHead = 0;
+    }
   }
 
   /** Drops what expired from the start (entries after a longer grace wait at most that long). */
@@ -82,3 +130,10 @@ export class AckingDeliveries {
 export const LATE_GRACE_MS = 5_000;
 /** How long an ACK the server never confirmed counts as on its way (as long as an election is bridged). */
 export const UNCONFIRMED_GRACE_MS = 60_000;
+/**
+ * How long an ACK the server confirmed in time is kept for redeliveries: a new leader redelivers
+ * once it is elected and the message's AckWait has passed, as with an unconfirmed one.
+ */
+export const CONFIRMED_KEPT_MS = 60_000;
+/** At most this many sequences confirmed in time are kept (about half a megabyte): the oldest go first. */
+export const CONFIRMED_KEPT_MAX = 65_536;

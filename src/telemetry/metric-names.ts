@@ -53,7 +53,7 @@ const METRIC_NAMES = {
   ACKS_HELD_TOTAL: "acks_held_total",
   /** Counter: ACKs of committed messages that could not be sent before their lease ran out (expect a redelivery). */
   ACKS_UNSENT_TOTAL: "acks_unsent_total",
-  /** Counter: deliveries of a message a loop had committed, arriving while its ACK was on its way (an election, a reconnect): acked, not written again. */
+  /** Counter: deliveries of a message a loop had committed, arriving while its ACK was on its way (an election, a reconnect) or redelivered within a minute of its confirmed ACK (a leader lost before replicating it): acked, not written again. */
   REDELIVERIES_OF_COMMITTED_TOTAL: "redeliveries_of_committed_total",
   /** Counter: ack, nak, term or dead-letter operations that failed. */
   SETTLE_FAILURES_TOTAL: "settle_failures_total",

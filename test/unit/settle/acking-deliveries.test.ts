@@ -3,21 +3,43 @@
  * while the ACK is out, and for a while after a late one (held over a disconnect, asked again).
  */
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { AckingDeliveries, LATE_GRACE_MS, UNCONFIRMED_GRACE_MS } from "../../../src/settle/acking-deliveries.js";
+import { AckingDeliveries, CONFIRMED_KEPT_MAX, CONFIRMED_KEPT_MS, LATE_GRACE_MS, UNCONFIRMED_GRACE_MS } from "../../../src/settle/acking-deliveries.js";
 import { fakeMsg } from "../../helpers/fakes.js";
 
 afterEach(() => void vi.useRealTimers());
 
 describe("AckingDeliveries", () => {
-  it("knows another delivery of a message while its ACK is out, and forgets it once answered in time", () => {
+  it("knows another delivery of a message while its ACK is out; once answered in time, only a redelivery of it", () => {
     const acking = new AckingDeliveries();
     const first = fakeMsg({ seq: 41 });
     const seqs = acking.begin([first, fakeMsg({ seq: 42 })]);
     expect(acking.has(fakeMsg({ seq: 41, deliveryCount: 2 }))).toBe(true);
+    expect(acking.has(fakeMsg({ seq: 41 }))).toBe(true);
     expect(acking.has(fakeMsg({ seq: 43 }))).toBe(false);
     acking.end(seqs);
-    expect(acking.has(fakeMsg({ seq: 41, deliveryCount: 2 }))).toBe(false);
     expect(acking.size).toBe(0);
+    // A leader that confirmed the ACK and died before its followers had it: the next one redelivers.
+    expect(acking.has(fakeMsg({ seq: 41, deliveryCount: 2 }))).toBe(true);
+    expect(acking.has(fakeMsg({ seq: 41 }))).toBe(false);
+    expect(acking.has(fakeMsg({ seq: 43, deliveryCount: 2 }))).toBe(false);
+  });
+
+  it("keeps ACKs confirmed in time for redeliveries for a minute, and at most the newest CONFIRMED_KEPT_MAX sequences", () => {
+    vi.useFakeTimers({ toFake: ["performance"] });
+    const acking = new AckingDeliveries();
+    acking.end(acking.begin([fakeMsg({ seq: 1 })]));
+    vi.advanceTimersByTime(CONFIRMED_KEPT_MS - 1_000);
+    expect(acking.has(fakeMsg({ seq: 1, deliveryCount: 2 }))).toBe(true);
+    vi.advanceTimersByTime(2_000);
+    expect(acking.has(fakeMsg({ seq: 1, deliveryCount: 2 }))).toBe(false);
+    // Beyond the cap the oldest batches go first.
+    const batch = 1000;
+    for (let b = 0; b * batch < CONFIRMED_KEPT_MAX + 2 * batch; b++) {
+      const msgs = Array.from({ length: batch }, (_, i) => fakeMsg({ seq: 10 + b * batch + i }));
+      acking.end(acking.begin(msgs));
+    }
+    expect(acking.has(fakeMsg({ seq: 10, deliveryCount: 2 }))).toBe(false);
+    expect(acking.has(fakeMsg({ seq: 10 + CONFIRMED_KEPT_MAX + batch, deliveryCount: 2 }))).toBe(true);
   });
 
   it("after a late ACK keeps knowing the message for a grace period, then forgets it", () => {
@@ -51,6 +73,6 @@ describe("AckingDeliveries", () => {
     acking.end(a);
     expect(acking.has(fakeMsg({ seq: 5, deliveryCount: 3 }))).toBe(true);
     acking.end(b);
-    expect(acking.has(fakeMsg({ seq: 5, deliveryCount: 3 }))).toBe(false);
+    expect(acking.size).toBe(0);
   });
 });
