@@ -6,7 +6,7 @@
  * by stream sequence: a loop reads one consumer of one stream, and an ACK settles a message
  * whatever delivery it names.
  *
- * ACKs the server confirmed in time are kept too, for redeliveries only: a consumer leader
+ * ACKs the server confirmed (in time or late) are kept too, for redeliveries only: a consumer leader
  * answers an ACK before its followers have it, so when its server dies just after, the next
  * leader still holds the message as pending and redelivers it.
  */
@@ -26,10 +26,10 @@ export class AckingDeliveries {
    */
   readonly #late = new Map<number, number>();
   /**
-   * Batches whose ACKs were confirmed in time, oldest first, each until when it is kept: a
+   * Batches whose ACKs the server confirmed, oldest first, each until when it is kept: a
    * queue of the batches' own arrays (nothing built per message), read only for redeliveries.
    */
-  readonly #confirmed: Array<{ readonly seqs: readonly number[]; readonly until: number }> = [];
+  readonly #confirmed: Array<{ readonly seqs: readonly number[]; readonly min: number; readonly max: number; readonly until: number }> = [];
   #confirmedHead = 0;
   #confirmedCount = 0;
 
@@ -48,13 +48,15 @@ export class AckingDeliveries {
    * The ACKs of `seqs` were answered or given up. `graceMs`: how long they still count as on
    * their way — after an ACK that was held or asked again ({@link LATE_GRACE_MS}), or one the
    * server never confirmed ({@link UNCONFIRMED_GRACE_MS}: its message comes back once a new
-   * leader takes over, which can take seconds).
+   * leader takes over, which can take seconds). `confirmed`: the server answered every one of
+   * them, in time or late; such a batch is kept for redeliveries as well, since a leader that
+   * answered late can die before its followers have the ACK just as one that answered at once.
    */
-  end(seqs: readonly number[], graceMs = 0): void {
+  end(seqs: readonly number[], graceMs = 0, confirmed = graceMs <= 0): void {
     this.#batches.delete(seqs);
     const now = performance.now();
+    if (confirmed) this.#keepConfirmed(seqs, now);
     if (graceMs <= 0) {
-      this.#keepConfirmed(seqs, now);
       if (this.#late.size > 0) this.#prune(now);
       return;
     }
@@ -85,7 +87,8 @@ export class AckingDeliveries {
     for (let i = this.#confirmed.length - 1; i >= this.#confirmedHead; i--) {
       const kept = this.#confirmed[i]!;
       if (kept.until <= now) break;
-      if (kept.seqs.includes(seq)) return true;
+      // The bounds first: a full queue is thousands of batches, most of them far from `seq`.
+      if (seq >= kept.min && seq <= kept.max && kept.seqs.includes(seq)) return true;
     }
     return false;
   }
@@ -97,10 +100,17 @@ export class AckingDeliveries {
     return n;
   }
 
-  /** Keeps a batch confirmed in time; drops the oldest past their time or beyond the cap. */
+  /** Keeps a confirmed batch; drops the oldest past their time or beyond the cap. */
   #keepConfirmed(seqs: readonly number[], now: number): void {
     if (seqs.length > 0) {
-      this.#confirmed.push({ seqs, until: now + CONFIRMED_KEPT_MS });
+      let min = seqs[0]!;
+      let max = min;
+      for (let i = 1; i < seqs.length; i++) {
+        const s = seqs[i]!;
+        if (s < min) min = s;
+        else if (s > max) max = s;
+      }
+      this.#confirmed.push({ seqs, min, max, until: now + CONFIRMED_KEPT_MS });
       this.#confirmedCount += seqs.length;
     }
     const q = this.#confirmed;
@@ -131,9 +141,9 @@ export const LATE_GRACE_MS = 5_000;
 /** How long an ACK the server never confirmed counts as on its way (as long as an election is bridged). */
 export const UNCONFIRMED_GRACE_MS = 60_000;
 /**
- * How long an ACK the server confirmed in time is kept for redeliveries: a new leader redelivers
+ * How long an ACK the server confirmed is kept for redeliveries: a new leader redelivers
  * once it is elected and the message's AckWait has passed, as with an unconfirmed one.
  */
 export const CONFIRMED_KEPT_MS = 60_000;
-/** At most this many sequences confirmed in time are kept (about half a megabyte): the oldest go first. */
+/** At most this many confirmed sequences are kept (about half a megabyte): the oldest go first. */
 export const CONFIRMED_KEPT_MAX = 65_536;

@@ -124,7 +124,7 @@ export class Settler {
     const confirm = host !== undefined ? (canConfirmInBatches(this.#config.connection) ? { options: host, connection: this.#config.connection } : undefined) : scope.confirm;
     if (confirm === undefined || msgs.length === 0) return undefined;
     const down = msgs.some((m) => connectionDown(m) === true);
-    // A host's own confirmAck keeps its bounded attempts: held per message, sent plain.
+    // A host's own confirmAck keeps its bounded attempts, message by message (through ackConfirmed).
     if (down && host !== undefined) return undefined;
     const seqs = scope.acking?.begin(msgs);
     if (down) return { results: this.#confirmAfterReconnect(msgs, confirm, scope, seqs), sent: false };
@@ -139,7 +139,8 @@ export class Settler {
         // first attempt's wait (or held over a reconnect): the answer came late, and a
         // redelivery sent before it may still be on its way.
         const late = held || performance.now() - started > (confirm.options.timeoutMs ?? DEFAULT_CONFIRM_TIMEOUT_MS);
-        scope.acking!.end(seqs, outcomes.some((o) => !o.confirmed) ? UNCONFIRMED_GRACE_MS : late ? LATE_GRACE_MS : 0);
+        const confirmed = outcomes.every((o) => o.confirmed);
+        scope.acking!.end(seqs, !confirmed ? UNCONFIRMED_GRACE_MS : late ? LATE_GRACE_MS : 0, confirmed);
       }
       return msgs.map((msg, i) => {
         const o = outcomes[i]!;

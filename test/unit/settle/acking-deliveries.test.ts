@@ -56,6 +56,36 @@ describe("AckingDeliveries", () => {
     expect(acking.size).toBe(0);
   });
 
+  it("a late ACK the server confirmed: any delivery is known for the grace period, a redelivery for the minute after", () => {
+    vi.useFakeTimers({ toFake: ["performance"] });
+    const acking = new AckingDeliveries();
+    acking.end(acking.begin([fakeMsg({ seq: 70 }), fakeMsg({ seq: 71 })]), LATE_GRACE_MS, true);
+    vi.advanceTimersByTime(LATE_GRACE_MS + 1_000);
+    // Past the grace: a redelivery is still one of a committed message, a delivery count of 1 is not.
+    expect(acking.has(fakeMsg({ seq: 71, deliveryCount: 2 }))).toBe(true);
+    expect(acking.has(fakeMsg({ seq: 71 }))).toBe(false);
+    vi.advanceTimersByTime(CONFIRMED_KEPT_MS - LATE_GRACE_MS - 2_000);
+    expect(acking.has(fakeMsg({ seq: 70, deliveryCount: 4 }))).toBe(true);
+    vi.advanceTimersByTime(2_000);
+    expect(acking.has(fakeMsg({ seq: 70, deliveryCount: 4 }))).toBe(false);
+  });
+
+  it("a late plain ACK (held over a disconnect, never answered) is not kept past its grace", () => {
+    vi.useFakeTimers({ toFake: ["performance"] });
+    const acking = new AckingDeliveries();
+    acking.end(acking.begin([fakeMsg({ seq: 80 })]), LATE_GRACE_MS);
+    vi.advanceTimersByTime(LATE_GRACE_MS + 100);
+    expect(acking.has(fakeMsg({ seq: 80, deliveryCount: 2 }))).toBe(false);
+  });
+
+  it("finds a kept sequence in a batch whose sequences are out of order, and not one between two batches", () => {
+    const acking = new AckingDeliveries();
+    acking.end(acking.begin([30, 12, 25, 40, 18].map((seq) => fakeMsg({ seq }))));
+    acking.end(acking.begin([100, 90, 95].map((seq) => fakeMsg({ seq }))));
+    for (const seq of [12, 18, 25, 30, 40, 90, 95, 100]) expect(acking.has(fakeMsg({ seq, deliveryCount: 2 }))).toBe(true);
+    for (const seq of [11, 13, 41, 60, 89, 96, 101]) expect(acking.has(fakeMsg({ seq, deliveryCount: 2 }))).toBe(false);
+  });
+
   it("after an ACK the server never confirmed keeps knowing the message for a minute", () => {
     vi.useFakeTimers({ toFake: ["performance"] });
     const acking = new AckingDeliveries();

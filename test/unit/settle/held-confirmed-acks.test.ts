@@ -5,10 +5,10 @@
  * leader. Fakes force the timing; the real-server proof is the leader-kill case with the worker
  * on the leader's server in test/reliability/loop-elections.test.ts.
  */
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import type { JsMsg } from "@nats-io/jetstream";
 import { ConnectionClosedError, DisconnectedError, InMemoryMetrics, MetricNames, PermanentSinkError } from "../../../src/index.js";
-import { AckingDeliveries } from "../../../src/settle/acking-deliveries.js";
+import { AckingDeliveries, LATE_GRACE_MS, UNCONFIRMED_GRACE_MS } from "../../../src/settle/acking-deliveries.js";
 import type { DeadLetterTarget } from "../../../src/settle/dead-letter.js";
 import { DeliveryLimits } from "../../../src/settle/delivery-limits.js";
 import { UNBOUNDED, type SettleBudget } from "../../../src/settle/settle-budget.js";
@@ -73,6 +73,7 @@ describe("a loop's confirmed ACKs over a reconnect", () => {
     // The first two rounds of answers: nobody holds the consumer; then the new leader confirms.
     let asked = 0;
     const s = setup(() => (++asked <= 2 * 3 ? 503 : 0));
+    const ends = vi.spyOn(s.acking, "end");
     s.wire.down();
     const settling = s.settle();
     await sleep(150);
@@ -97,12 +98,15 @@ describe("a loop's confirmed ACKs over a reconnect", () => {
     // Never the client's own plain ack().
     expect(s.msgs.map((m) => m.calls.ack)).toEqual([0, 0, 0]);
     expect(s.sink.snapshot().counters[MetricNames.ACKS_HELD_TOTAL]).toBe(3);
-    // Answered late (asked again): still counted on their way for a grace period.
+    // Answered late (asked again): still counted on their way for a grace period, and kept
+    // with the confirmed ones for redeliveries (the leader that answered can die unreplicated).
     expect(s.msgs.every((m) => s.acking.has(m as unknown as JsMsg))).toBe(true);
+    expect(ends.mock.calls).toEqual([[s.msgs.map((m) => m.seq), LATE_GRACE_MS, true]]);
   });
 
   it("a connection closed while the ACKs are held: left with ConnectionClosedError, no frame, counted unsent", async () => {
     const s = setup(() => 0);
+    const ends = vi.spyOn(s.acking, "end");
     s.wire.down();
     const settling = s.settle();
     await sleep(100);
@@ -114,6 +118,7 @@ describe("a loop's confirmed ACKs over a reconnect", () => {
     expect(s.sink.snapshot().counters[MetricNames.ACKS_UNSENT_TOTAL]).toBe(3);
     // Their ACKs never left: a redelivery soon after is still acked, not written again.
     expect(s.msgs.every((m) => s.acking.has(m as unknown as JsMsg))).toBe(true);
+    expect(ends.mock.calls).toEqual([[s.msgs.map((m) => m.seq), UNCONFIRMED_GRACE_MS]]);
   });
 
   it("a shutdown's bound passing while the ACKs are held: left with DisconnectedError, no frame", async () => {
