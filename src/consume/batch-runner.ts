@@ -57,6 +57,8 @@ export interface LoopSettle {
   readonly confirm?: LoopConfirmation | undefined;
   /** The loop's messages whose ACK is on its way. */
   readonly acking?: AckingDeliveries | undefined;
+  /** The stream sequences of the batch's messages, in order, read by the loop at arrival. */
+  readonly sequences?: readonly number[] | undefined;
 }
 
 /** How long a loop's start waits for the heartbeat thread's connection. */
@@ -295,7 +297,7 @@ export class BatchRunner {
     loop?: LoopSettle,
   ): Promise<BatchResult> {
     const c = this.#config;
-    const settled = await settleBatch(list, outcome, { settler: c.settler, metrics: c.metrics, connection: c.connection, budget, batchId, onSent: loop?.onSent, confirm: loop?.confirm, acking: loop?.acking });
+    const settled = await settleBatch(list, outcome, { settler: c.settler, metrics: c.metrics, connection: c.connection, budget, batchId, onSent: loop?.onSent, confirm: loop?.confirm, acking: loop?.acking, sequences: loop?.sequences });
     if (trace.active) {
       const failed = settled.messages.reduce((n, m) => (m.error !== undefined ? n + 1 : n), 0);
       trace.end({ outcome: settled.outcome, errorName: settled.error === undefined ? undefined : errorName(settled.error), acked: settled.acked, failed });

@@ -13,12 +13,21 @@ import { keptPositions } from "./intake-plan.js";
 export interface TakenBatch {
   readonly msgs: JsMsg[];
   readonly refreshedAt: number[];
+  /** The messages' stream sequences, read once at arrival; `undefined` when one was unreadable. */
+  readonly sequences: number[] | undefined;
+}
+
+/** A waiting message: when it arrived (monotonic ms), and its stream sequence (0: unreadable). */
+interface Waiting {
+  readonly m: JsMsg;
+  readonly at: number;
+  readonly seq: number;
 }
 
 /** Messages waiting for their batch, and the count of messages held. */
 export class Intake {
   readonly #holding: HoldingBeats | undefined;
-  #queue: Array<{ readonly m: JsMsg; readonly at: number }> = [];
+  #queue: Waiting[] = [];
   #writing = 0;
 
   /** @param holding - beats for waiting messages (heartbeats on), or none. */
@@ -36,9 +45,12 @@ export class Intake {
     return this.#queue.length;
   }
 
-  /** A message arrived (monotonic receive time): it waits, kept alive, for its batch. */
+  /**
+   * A message arrived (monotonic receive time): it waits, kept alive, for its batch. Its stream
+   * sequence is read now, once: the batch and its ACKs use it again.
+   */
   readonly arrive = (m: JsMsg, at: number): void => {
-    this.#queue.push({ m, at });
+    this.#queue.push({ m, at, seq: streamSequence(m) ?? 0 });
     this.#holding?.hold(m, at);
   };
 
@@ -51,26 +63,28 @@ export class Intake {
     const taken = this.#queue.length <= max ? this.#queue : this.#queue.slice(0, max);
     this.#queue = taken === this.#queue ? [] : this.#queue.slice(max);
     const wallOffset = Date.now() - performance.now();
-    const refreshedAt = (e: { m: JsMsg; at: number }): number => wallOffset + (this.#holding?.release(e.m) ?? e.at);
+    const refreshedAt = (e: Waiting): number => wallOffset + (this.#holding?.release(e.m) ?? e.at);
     // The common case, each message once in stream order (a backlog read in turn): all kept,
     // with no table of sequences built. Anything else (a sequence unreadable, repeated or out of
     // order) goes through the table.
     let ascending = true;
     let previous = 0;
     for (let i = 0; i < taken.length && ascending; i++) {
-      const seq = streamSequence(taken[i]!.m);
-      ascending = seq !== undefined && seq > previous;
-      previous = seq ?? 0;
+      const seq = taken[i]!.seq;
+      ascending = seq > previous;
+      previous = seq;
     }
     if (ascending) {
       const msgs = taken.map((e) => e.m);
       const times = taken.map(refreshedAt);
       this.#writing += msgs.length;
-      return { msgs, refreshedAt: times };
+      return { msgs, refreshedAt: times, sequences: taken.map((e) => e.seq) };
     }
-    const keep = keptPositions(taken.map((e) => ({ streamSequence: streamSequence(e.m), deliveryCount: deliveryCount(e.m) })));
+    const keep = keptPositions(taken.map((e) => ({ streamSequence: e.seq > 0 ? e.seq : undefined, deliveryCount: deliveryCount(e.m) })));
     const msgs: JsMsg[] = [];
     const times: number[] = [];
+    const sequences: number[] = [];
+    let readable = true;
     let k = 0;
     for (let i = 0; i < taken.length; i++) {
       const e = taken[i]!;
@@ -79,9 +93,11 @@ export class Intake {
       k += 1;
       msgs.push(e.m);
       times.push(time);
+      sequences.push(e.seq);
+      readable &&= e.seq > 0;
     }
     this.#writing += msgs.length;
-    return { msgs, refreshedAt: times };
+    return { msgs, refreshedAt: times, sequences: readable ? sequences : undefined };
   }
 
   /** A batch of `n` messages settled: they are no longer held. */

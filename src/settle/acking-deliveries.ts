@@ -33,8 +33,16 @@ export class AckingDeliveries {
   #confirmedHead = 0;
   #confirmedCount = 0;
 
-  /** ACKs of `msgs` leave now; returns what to pass to `end` once each is answered or given up. */
-  begin(msgs: readonly JsMsg[]): readonly number[] {
+  /**
+   * ACKs of `msgs` leave now; returns what to pass to `end` once each is answered or given up.
+   * `sequences`: their stream sequences, when the caller read them already (kept as they are:
+   * nobody changes a batch's array).
+   */
+  begin(msgs: readonly JsMsg[], sequences?: readonly number[]): readonly number[] {
+    if (sequences !== undefined && sequences.length === msgs.length) {
+      if (sequences.length > 0) this.#batches.add(sequences);
+      return sequences;
+    }
     const seqs: number[] = [];
     for (let i = 0; i < msgs.length; i++) {
       const seq = streamSequence(msgs[i]!);

@@ -52,6 +52,8 @@ export interface BatchSettleContext {
   readonly confirm?: LoopConfirmation | undefined;
   /** A loop's messages whose ACK is on its way. */
   readonly acking?: AckingDeliveries | undefined;
+  /** The stream sequences of `list`, in order, as the loop read them at arrival (each message's ack subject is parsed once). */
+  readonly sequences?: readonly number[] | undefined;
 }
 
 /** Settles every message of `list` by what the write reported; never rejects. */
@@ -96,7 +98,7 @@ export async function settleBatch(list: readonly JsMsg[], outcome: WriteOutcome,
     return { decision, error };
   });
   const acks = allCommitted ? list : list.filter((_, i) => decisions[i]!.decision === ACK);
-  const confirming = acks.length > 0 ? settler.ackMany(acks, scope) : undefined;
+  const confirming = acks.length > 0 ? settler.ackMany(acks, scope, acks === list ? context.sequences : undefined) : undefined;
   const confirmed = confirming?.results;
   if (confirming?.sent === true && acks.length === list.length) context.onSent?.();
   let pending = confirmed !== undefined;

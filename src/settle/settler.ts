@@ -117,16 +117,16 @@ export class Settler {
    * confirmed ACKs are asked for (by the host, or by a loop's default) and the connection can
    * carry them; `undefined` otherwise (each message is then settled on its own). `sent` says
    * whether the frames left now; a loop's batch whose connection is down waits for the
-   * reconnect first.
+   * reconnect first. `sequences`: the stream sequences of `msgs`, when the loop read them already.
    */
-  ackMany(msgs: readonly JsMsg[], scope: SettleScope): { readonly results: Promise<MessageResult[]>; readonly sent: boolean } | undefined {
+  ackMany(msgs: readonly JsMsg[], scope: SettleScope, sequences?: readonly number[]): { readonly results: Promise<MessageResult[]>; readonly sent: boolean } | undefined {
     const host = this.#config.confirmAck;
     const confirm = host !== undefined ? (canConfirmInBatches(this.#config.connection) ? { options: host, connection: this.#config.connection } : undefined) : scope.confirm;
     if (confirm === undefined || msgs.length === 0) return undefined;
     const down = msgs.some((m) => connectionDown(m) === true);
     // A host's own confirmAck keeps its bounded attempts, message by message (through ackConfirmed).
     if (down && host !== undefined) return undefined;
-    const seqs = scope.acking?.begin(msgs);
+    const seqs = scope.acking?.begin(msgs, sequences);
     if (down) return { results: this.#confirmAfterReconnect(msgs, confirm, scope, seqs), sent: false };
     return { results: this.#confirm(msgs, confirm, scope, seqs, host === undefined), sent: true };
   }

@@ -18,6 +18,8 @@ describe("Intake.take", () => {
     const batch = intake.take(10);
     const after = Date.now() - performance.now();
     expect(seqsOf(batch.msgs)).toEqual(["101@1", "102@1", "105@1"]);
+    // Read once at arrival, handed on with the batch for its ACKs.
+    expect(batch.sequences).toEqual([101, 102, 105]);
     batch.refreshedAt.forEach((t, i) => {
       expect(t).toBeGreaterThanOrEqual(before + 1000 + i - 1);
       expect(t).toBeLessThanOrEqual(after + 1000 + i + 1);
@@ -40,6 +42,7 @@ describe("Intake.take", () => {
     arrivals.forEach((m, i) => intake.arrive(m as unknown as JsMsg, i));
     const batch = intake.take(10);
     expect(seqsOf(batch.msgs)).toEqual(["6@1", "5@2", "7@1"]);
+    expect(batch.sequences).toEqual([6, 5, 7]);
     expect(batch.refreshedAt).toHaveLength(3);
     expect(intake.held).toBe(3);
   });
@@ -47,13 +50,18 @@ describe("Intake.take", () => {
   it("distinct messages out of stream order are all kept, in arrival order", () => {
     const intake = new Intake(undefined);
     [9, 3, 7].forEach((s, i) => intake.arrive(fakeMsg({ seq: s }) as unknown as JsMsg, i));
-    expect(seqsOf(intake.take(10).msgs)).toEqual(["9@1", "3@1", "7@1"]);
+    const batch = intake.take(10);
+    expect(seqsOf(batch.msgs)).toEqual(["9@1", "3@1", "7@1"]);
+    expect(batch.sequences).toEqual([9, 3, 7]);
   });
 
   it("messages whose sequence cannot be read are all kept", () => {
     const intake = new Intake(undefined);
     const odd = [fakeMsg({ seq: 1 }), fakeMsg({ seq: 1 })].map((m) => ({ ...m, reply: "", info: undefined }) as unknown as JsMsg);
     odd.forEach((m, i) => intake.arrive(m, i));
-    expect(intake.take(10).msgs).toEqual(odd);
+    const batch = intake.take(10);
+    expect(batch.msgs).toEqual(odd);
+    // No sequences to hand on: the ACKs read each message themselves.
+    expect(batch.sequences).toBeUndefined();
   });
 });

@@ -57,18 +57,22 @@ describe("runBatches", () => {
     const stop = new AbortController();
     const batches = [[fakeMsg(), fakeMsg(), fakeMsg()], [fakeMsg()]];
     const seen: Array<Array<number | undefined>> = [];
+    const sequences: Array<{ readonly read: readonly number[] | undefined; readonly of: number[] }> = [];
     let foreign: number | undefined = 0;
     const before = Date.now() - 1;
     const source = scripted(batches, () => {
       if (batches.length === 1) stop.abort();
     });
-    await runBatches({ ...validateRunOptions({}), signal: stop.signal }, context(source.open, async (msgs, receivedAt) => {
+    await runBatches({ ...validateRunOptions({}), signal: stop.signal }, context(source.open, async (msgs, receivedAt, _signal, _onSent, read) => {
       seen.push(msgs.map((m, i) => receivedAt(m, i)));
+      sequences.push({ read, of: msgs.map((m) => (m as unknown as { seq: number }).seq) });
       foreign = receivedAt(fakeMsg(), 0);
       return emptyResult();
     }));
     // The second pull was open when the loop was stopped: it ended by itself and its batch is written, not handed back.
     expect(seen.map((s) => s.length)).toEqual([3, 1]);
+    // The stream sequences read at arrival come with each batch, for its ACKs.
+    for (const { read, of } of sequences) expect(read).toEqual(of);
     for (const t of seen.flat()) expect(t).toBeGreaterThanOrEqual(before);
     expect(foreign).toBeUndefined();
   });

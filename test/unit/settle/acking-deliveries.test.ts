@@ -96,6 +96,19 @@ describe("AckingDeliveries", () => {
     expect(acking.has(fakeMsg({ seq: 9, deliveryCount: 2 }))).toBe(false);
   });
 
+  it("takes the sequences a loop read at arrival as they are, and reads them itself when they do not match the batch", () => {
+    const acking = new AckingDeliveries();
+    const msgs = [fakeMsg({ seq: 200 }), fakeMsg({ seq: 201 })];
+    const read = [200, 201];
+    expect(acking.begin(msgs, read)).toBe(read);
+    expect(acking.has(fakeMsg({ seq: 201, deliveryCount: 2 }))).toBe(true);
+    const short = acking.begin(msgs, [200]);
+    expect(short).toEqual([200, 201]);
+    acking.end(read);
+    acking.end(short);
+    expect(acking.size).toBe(0);
+  });
+
   it("counts two ACKs of one message on their way: the first answer leaves the second", () => {
     const acking = new AckingDeliveries();
     const a = acking.begin([fakeMsg({ seq: 5 })]);
