@@ -20,9 +20,13 @@ describe("Intake.take", () => {
     expect(seqsOf(batch.msgs)).toEqual(["101@1", "102@1", "105@1"]);
     // Read once at arrival, handed on with the batch for its ACKs.
     expect(batch.sequences).toEqual([101, 102, 105]);
+    // One clock offset for the whole batch: the arrivals keep their spacing exactly. The offset
+    // itself is read around the call (Date.now has whole milliseconds, and the two clocks drift a
+    // little under load, so a few milliseconds either side).
     batch.refreshedAt.forEach((t, i) => {
-      expect(t).toBeGreaterThanOrEqual(before + 1000 + i - 1);
-      expect(t).toBeLessThanOrEqual(after + 1000 + i + 1);
+      expect(t - batch.refreshedAt[0]!).toBeCloseTo(i, 6);
+      expect(t).toBeGreaterThanOrEqual(before + 1000 + i - 5);
+      expect(t).toBeLessThanOrEqual(after + 1000 + i + 5);
     });
     expect(intake.held).toBe(3);
     expect(intake.waiting).toBe(0);
