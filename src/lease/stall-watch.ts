@@ -46,7 +46,8 @@ export interface EventLoopStallEvent {
 export interface StallWatcher {
   readonly windowMs: number;
   readonly metrics: MetricsRecorder;
-  readonly threaded: boolean;
+  /** Beaten by the heartbeat thread (cleared when the batch falls back to main-thread beats). */
+  threaded: boolean;
   /** The watch's list: set by the watch only. */
   prev?: StallWatcher | undefined;
   next?: StallWatcher | undefined;

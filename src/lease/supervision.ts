@@ -8,15 +8,15 @@ import { errorName, HeartbeatLimitError, LeaseExpiredError } from "../errors.js"
 import type { VerifiedInProgressPolicy } from "../policy/in-progress-policy.js";
 import { windowFor, windowIsShared } from "../policy/redelivery-window.js";
 import { batchConnectionClosed } from "../nats/connection-state.js";
-import { deliveryCount, isSettled } from "../nats/message-access.js";
+import { isSettled } from "../nats/message-access.js";
 import { MetricNames } from "../telemetry/metric-names.js";
 import type { MetricsRecorder } from "../telemetry/metrics-recorder.js";
 import type { MetricsSink } from "../telemetry/metrics-sink.js";
 import type { TraceRecorder } from "../telemetry/tracing.js";
 import { sendConfirmedRound, sendRound, type ClosableConnection, type RequestConnection, type RoundResult } from "./heartbeat-round.js";
 import { publishLeaseEvent, wantsLeaseEvent } from "./lease-events.js";
-import { LeaseTracker } from "./lease-tracker.js";
-import { epochMs, isEpochMs } from "./received-at.js";
+import { trackBatch } from "./batch-deadlines.js";
+import type { LeaseTracker } from "./lease-tracker.js";
 import type { CheckedThreadConnection } from "./heartbeat-thread-options.js";
 import { COALESCE_MS, type Scheduler, type ScheduledTask, type SchedulerEntry } from "./scheduler.js";
 import { StallWatch, type StallWatcher } from "./stall-watch.js";
@@ -94,57 +94,13 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
 
     const nowMono = scheduler.clock.now();
     this.#createdAt = nowMono;
-    const receivedAt = opts.receivedAt;
     // Without BackOff every message has the same window, whatever its delivery count.
     const shared = windowIsShared(policy) ? windowFor(policy, undefined) : undefined;
-    if (receivedAt === undefined && shared !== undefined) {
-      // Delivered now, one window: two numbers for the whole batch, whatever its size.
-      this.#tracker = new LeaseTracker(shared, nowMono, msgs.length);
-    } else {
-      this.#tracker = Supervision.#trackerFor(msgs, policy, receivedAt, shared, nowMono);
-    }
+    this.#tracker = trackBatch(msgs, policy, opts.receivedAt, shared, nowMono);
     // Every message is refreshed at least every intervalMs, counting from its delivery.
     this.#nextBeat = Math.max(nowMono, this.#tracker.oldestRefresh() + policy.intervalMs);
     this.#stall = { windowMs: shared ?? windowFor(policy, undefined), metrics, threaded: opts.thread !== undefined };
     this.#watch = StallWatch.of(scheduler);
-  }
-
-  /** The lease of a batch with receive times, or with windows that differ by delivery count. */
-  static #trackerFor(
-    msgs: readonly JsMsg[],
-    policy: VerifiedInProgressPolicy,
-    receivedAt: WithInProgressOptions["receivedAt"],
-    shared: number | undefined,
-    nowMono: number,
-  ): LeaseTracker {
-    const nowWall = Date.now();
-    // A receive time in the future (clock skew) counts as now.
-    const deliveredAt = (wall: number | undefined): number => (wall === undefined ? nowMono : nowMono - Math.max(0, nowWall - wall));
-    const batchWall = receivedAt === undefined || typeof receivedAt === "function" ? undefined : epochMs(receivedAt, "options.receivedAt");
-    if (shared !== undefined && typeof receivedAt !== "function") {
-      // One window and one delivery time for the whole batch: constant work, whatever its size.
-      return new LeaseTracker(shared, deliveredAt(batchWall), msgs.length);
-    } else {
-      const windows = new Float64Array(msgs.length);
-      const delivered = new Float64Array(msgs.length);
-      for (let i = 0; i < msgs.length; i++) {
-        const m = msgs[i]!;
-        windows[i] = shared ?? windowFor(policy, deliveryCount(m));
-        let wall = batchWall;
-        if (typeof receivedAt === "function") {
-          let v: number | Date | undefined;
-          try {
-            v = receivedAt(m, i);
-          } catch (err) {
-            throw new TypeError(`options.receivedAt(msgs[${i}]) threw: it must return epoch milliseconds, a Date or undefined`, { cause: err });
-          }
-          // Epoch milliseconds pass as they are (no message string built per message).
-          wall = v === undefined ? batchWall : isEpochMs(v) ? v : epochMs(v, `options.receivedAt(msgs[${i}])`);
-        }
-        delivered[i] = deliveredAt(wall);
-      }
-      return new LeaseTracker(windows, delivered);
-    }
   }
 
   /** The batch lease, made on first use. */
@@ -231,7 +187,7 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
     this.#metrics.observe(MetricNames.IN_PROGRESS_TICK_LATENESS_SECONDS, Math.max(0, now - due) / 1000);
     if (this.#thread !== undefined) {
       this.#runThreaded(now);
-      return;
+      if (this.#thread !== undefined || this.#finished || this.#expired) return;
     }
 
     if (now >= this.#tracker.deadline) {
@@ -389,7 +345,8 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
   /** A main-thread tick in thread mode: read what the thread did, watch the deadline. */
   #runThreaded(now: number): void {
     this.#syncThread(now);
-    if (this.#finished || this.#expired) return;
+    // Left a thread that closed: the caller beats from this thread from now on.
+    if (this.#thread === undefined || this.#finished || this.#expired) return;
     const deadline = this.#tracker.deadline + this.#confirmGraceMs();
     if (now >= deadline) {
       this.#expire(now);
@@ -455,6 +412,31 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
     }
     if (r.limit && this.#beating) this.#limitReached();
     if (this.#beating && batchConnectionClosed(this.#msgs, this.#opts.connection)) this.stopBeating();
+    if (thread.closed) this.#leaveThread(now);
+  }
+
+  /**
+   * The thread is gone for good (a login refused while the batch waited for it to start, a
+   * connection closed): the rest of the batch is beaten from this thread, the first round at
+   * once, rather than its lease running out with the host's connection still up.
+   */
+  #leaveThread(now: number): void {
+    const thread = this.#thread!;
+    this.#thread = undefined;
+    this.#releasedOnThread = undefined;
+    this.#stall.threaded = false;
+    // Stops and gives the handle back; nothing to flush on a thread that is gone.
+    void thread.quiet();
+    this.#metrics.count(MetricNames.IN_PROGRESS_FAILURES_TOTAL);
+    publishLeaseEvent("heartbeatFailed", () => ({
+      batchId: this.#batchId,
+      batchSize: this.#msgs.length,
+      beat: this.beats,
+      failedMessages: this.#msgs.length,
+      errorName: "HeartbeatThreadError",
+      final: false,
+    }));
+    if (this.#beating && !this.#finishing) this.#nextBeat = now;
   }
 
   /** Confirmed beats: how long a round's replies may take, the wait before a deadline counts as passed. */

@@ -84,6 +84,11 @@ export class ThreadBeats {
     return this.#handle.state === "connected";
   }
 
+  /** Whether the thread is gone for good (its connection failed or closed): it beats no more. */
+  get closed(): boolean {
+    return this.#handle.state === "closed";
+  }
+
   /** What the thread did since the last call. */
   read(): ThreadReading {
     const lease = this.#lease;

@@ -21,6 +21,7 @@ import {
   type HeartbeatFailedEvent,
 } from "../../src/index.js";
 import { AckSpy } from "../helpers/ack-spy.js";
+import { startRival } from "../helpers/rival.js";
 import { createFixture, eventually, publish } from "../helpers/jetstream.js";
 import { freePort, startServer, type NatsServer } from "../helpers/nats-server.js";
 import { TcpProxy } from "../reliability/tcp-proxy.js";
@@ -138,7 +139,9 @@ describe("the heartbeat thread under CommitThenAck", () => {
       ].join("\n"),
     });
     const nc = await auth.connect({ user: "svc", pass: "right-pass" });
-    const f = await createFixture(nc, { ackWaitMs: 1000 });
+    // The refusal takes the thread's start and two login attempts 0.5 s apart: about a second
+    // on an idle machine, more under load. AckWait leaves the first batch room for it.
+    const f = await createFixture(nc, { ackWaitMs: 5000 });
     const [seq] = await publish(f, 1);
     const spy = await AckSpy.start(nc, f.stream);
     const failed: HeartbeatFailedEvent[] = [];
@@ -157,23 +160,91 @@ describe("the heartbeat thread under CommitThenAck", () => {
         for await (const m of await (await jetstream(nc).consumers.get(f.stream, f.consumer)).fetch({ max_messages: 1, expires: 1000 })) out.push(m);
         return out;
       })();
-      // The first batch finds the thread starting (its beats fail until then); once it failed,
-      // the next batch gets main-thread beats at once.
-      const first = await ack.process(batch, () => new Promise((r) => setTimeout(r, 1500)));
-      expect(first.outcome).toBe("acked");
+      // The first batch finds the thread starting: it is put on the thread, and once the login
+      // was refused (however long that took) it goes on beating from the main thread.
+      let wpiAtFallback = -1;
+      const first = await ack.process(batch, async () => {
+        await eventually(() => failed.some((e) => e.errorName === "HeartbeatThreadError"), "the fallback of the first batch", 20_000);
+        wpiAtFallback = spy.of("+WPI", seq).length;
+        await new Promise((r) => setTimeout(r, 700));
+      });
+      expect([first.outcome, first.leaseLost]).toEqual(["acked", false]);
+      // The thread never connected: every +WPI came from the main thread, the first at once.
+      expect(wpiAtFallback).toBeGreaterThanOrEqual(0);
+      expect(spy.of("+WPI", seq).length - wpiAtFallback).toBeGreaterThanOrEqual(2);
+      expect(failed.filter((e) => e.errorName === "HeartbeatThreadError")).toHaveLength(1);
       await publish(f, 1);
       const second = [];
       for await (const m of await (await jetstream(nc).consumers.get(f.stream, f.consumer)).fetch({ max_messages: 1, expires: 1000 })) second.push(m);
       const r = await ack.process(second, () => new Promise((res) => setTimeout(res, 1000)));
       expect([r.outcome, r.leaseLost]).toEqual(["acked", false]);
       expect(spy.of("+WPI", second[0]!.seq).length).toBeGreaterThanOrEqual(3);
-      expect(failed.some((e) => e.errorName === "HeartbeatThreadError" && e.beat === 0)).toBe(true);
+      // The second batch was not put on the failed thread: it beat from the main thread at once.
+      expect(failed.filter((e) => e.errorName === "HeartbeatThreadError")).toHaveLength(2);
+      expect(failed.at(-1)).toMatchObject({ errorName: "HeartbeatThreadError", beat: 0 });
       expect(metrics.snapshot().counters[MetricNames.IN_PROGRESS_FAILURES_TOTAL] ?? 0).toBeGreaterThanOrEqual(1);
       expect(seq).toBe(1);
       await eventually(() => spy.of("+ACK").length === 2, "both ACKs");
     } finally {
       diagnostics.unsubscribe(DiagnosticsChannels.HEARTBEAT_FAILED, onFailed);
       await spy[Symbol.asyncDispose]();
+      await nc.close();
+    }
+  });
+
+  it("a batch whose thread's connection closes for good beats on from the main thread: a second worker on the durable gets nothing", async () => {
+    const users = (beat: boolean): string =>
+      [
+        "authorization {",
+        "  users: [",
+        "    { user: svc, password: svc-pass }",
+        ...(beat ? ["    { user: beat, password: beat-pass }"] : []),
+        '    { user: probe_nobody, password: probe_nobody_pw, permissions: { publish: { deny: [">"] }, subscribe: { deny: [">"] } } }',
+        "  ]",
+        "}",
+        "no_auth_user: probe_nobody",
+      ].join("\n");
+    await using auth = await startServer({ config: users(true) });
+    const nc = await auth.connect({ user: "svc", pass: "svc-pass" });
+    const rivalNc = await auth.connect({ user: "svc", pass: "svc-pass" });
+    const f = await createFixture(nc, { ackWaitMs: 3000 });
+    const [seq] = await publish(f, 1);
+    const spy = await AckSpy.start(nc, f.stream);
+    const failed: HeartbeatFailedEvent[] = [];
+    const onFailed = (e: unknown): void => void failed.push(e as HeartbeatFailedEvent);
+    diagnostics.subscribe(DiagnosticsChannels.HEARTBEAT_FAILED, onFailed);
+    try {
+      const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, {
+        inProgress: { enabled: true, intervalMs: 500, maxHeartbeats: 50 },
+        heartbeat: { thread: { servers: auth.url, user: "beat", pass: "beat-pass" } },
+        connection: nc,
+      });
+      const batch = [];
+      for await (const m of await (await jetstream(nc).consumers.get(f.stream, f.consumer)).fetch({ max_messages: 1, expires: 1000 })) batch.push(m);
+      const rival = await startRival(jetstream(rivalNc), f.stream, f.consumer);
+      let mainBeats = -1;
+      const r = await ack.process(batch, async () => {
+        // The thread is up and beating the batch ...
+        await eventually(() => spy.of("+WPI", seq).length >= 1, "the thread's first round", 20_000);
+        // ... until the operator removes its user: the server disconnects it, and its
+        // reconnects are refused, so its connection closes for good.
+        await auth.reload(users(false));
+        await eventually(() => failed.some((e) => e.errorName === "HeartbeatThreadError"), "the fallback to the main thread", 20_000);
+        const at = spy.of("+WPI", seq).length;
+        // Longer than AckWait: only the main thread's beats keep the lease now.
+        await new Promise((res) => setTimeout(res, 4000));
+        mainBeats = spy.of("+WPI", seq).length - at;
+      });
+      await rival.stop();
+      expect([r.outcome, r.leaseLost]).toEqual(["acked", false]);
+      expect(mainBeats).toBeGreaterThanOrEqual(6);
+      expect(rival.received).toEqual([]);
+      expect(failed.filter((e) => e.errorName === "HeartbeatThreadError")).toHaveLength(1);
+      await eventually(() => spy.of("+ACK", seq).length === 1, "the ACK");
+    } finally {
+      diagnostics.unsubscribe(DiagnosticsChannels.HEARTBEAT_FAILED, onFailed);
+      await spy[Symbol.asyncDispose]();
+      await rivalNc.close();
       await nc.close();
     }
   });
