@@ -5,7 +5,7 @@
  * dead-letter copy could follow a commit); the runner keeps watching it and settles its late
  * outcome by the same table when it comes.
  */
-import type { AckingDeliveries } from "../settle/acking-deliveries.js";
+import type { AckingDeliveries, StoredIds } from "../settle/acking-deliveries.js";
 import type { JsMsg } from "@nats-io/jetstream";
 import { errorName, InProgressPolicyError, LeaseExpiredError, PermanentSinkError } from "../errors.js";
 import { sharedScheduler } from "../lease/scheduler.js";
@@ -57,8 +57,8 @@ export interface LoopSettle {
   readonly confirm?: LoopConfirmation | undefined;
   /** The loop's messages whose ACK is on its way. */
   readonly acking?: AckingDeliveries | undefined;
-  /** The stream sequences of the batch's messages, in order, read by the loop at arrival. */
-  readonly sequences?: readonly number[] | undefined;
+  /** The stream sequences and timestamps of the batch's messages, in order, read by the loop at arrival. */
+  readonly ids?: StoredIds | undefined;
 }
 
 /** How long a loop's start waits for the heartbeat thread's connection. */
@@ -297,7 +297,7 @@ export class BatchRunner {
     loop?: LoopSettle,
   ): Promise<BatchResult> {
     const c = this.#config;
-    const settled = await settleBatch(list, outcome, { settler: c.settler, metrics: c.metrics, connection: c.connection, budget, batchId, onSent: loop?.onSent, confirm: loop?.confirm, acking: loop?.acking, sequences: loop?.sequences });
+    const settled = await settleBatch(list, outcome, { settler: c.settler, metrics: c.metrics, connection: c.connection, budget, batchId, onSent: loop?.onSent, confirm: loop?.confirm, acking: loop?.acking, ids: loop?.ids });
     if (trace.active) {
       const failed = settled.messages.reduce((n, m) => (m.error !== undefined ? n + 1 : n), 0);
       trace.end({ outcome: settled.outcome, errorName: settled.error === undefined ? undefined : errorName(settled.error), acked: settled.acked, failed });

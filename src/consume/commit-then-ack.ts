@@ -325,8 +325,8 @@ export class CommitThenAck {
       await runBatches(loop.setup.settings, {
         ...loop.setup.base,
         intake: loop.setup.intake(),
-        process: (msgs, receivedAt, signal, onSent, sequences) =>
-          this.#runner.process(msgs, write, signal, receivedAt, "run", { onSent, confirm: loop.setup.base.confirm, acking: loop.setup.base.acking, sequences }),
+        process: (msgs, receivedAt, signal, onSent, ids) =>
+          this.#runner.process(msgs, write, signal, receivedAt, "run", { onSent, confirm: loop.setup.base.confirm, acking: loop.setup.base.acking, ids }),
       });
     } finally {
       loop.release();

@@ -6,7 +6,7 @@
  */
 import type { JsMsg } from "@nats-io/jetstream";
 import type { HoldingBeats } from "../lease/holding-beats.js";
-import { deliveryCount, streamSequence } from "../nats/message-access.js";
+import { deliveryCount, storedStamp, streamSequence } from "../nats/message-access.js";
 import { keptPositions } from "./intake-plan.js";
 
 /** A batch taken from the intake: its messages and when each one's lease was last refreshed (epoch ms). */
@@ -15,13 +15,16 @@ export interface TakenBatch {
   readonly refreshedAt: number[];
   /** The messages' stream sequences, read once at arrival; `undefined` when one was unreadable. */
   readonly sequences: number[] | undefined;
+  /** With `sequences`: the stored messages' timestamps (NaN: unreadable), which tell a reused sequence apart. */
+  readonly stamps: number[] | undefined;
 }
 
-/** A waiting message: when it arrived (monotonic ms), and its stream sequence (0: unreadable). */
+/** A waiting message: when it arrived (monotonic ms), its stream sequence (0: unreadable) and stored timestamp (NaN: unreadable). */
 interface Waiting {
   readonly m: JsMsg;
   readonly at: number;
   readonly seq: number;
+  readonly stamp: number;
 }
 
 /** Messages waiting for their batch, and the count of messages held. */
@@ -47,10 +50,11 @@ export class Intake {
 
   /**
    * A message arrived (monotonic receive time): it waits, kept alive, for its batch. Its stream
-   * sequence is read now, once: the batch and its ACKs use it again.
+   * sequence and stored timestamp are read now, once (one scan of its subject): the batch and
+   * its ACKs use them again.
    */
   readonly arrive = (m: JsMsg, at: number): void => {
-    this.#queue.push({ m, at, seq: streamSequence(m) ?? 0 });
+    this.#queue.push({ m, at, seq: streamSequence(m) ?? 0, stamp: storedStamp(m) ?? Number.NaN });
     this.#holding?.hold(m, at);
   };
 
@@ -78,12 +82,13 @@ export class Intake {
       const msgs = taken.map((e) => e.m);
       const times = taken.map(refreshedAt);
       this.#writing += msgs.length;
-      return { msgs, refreshedAt: times, sequences: taken.map((e) => e.seq) };
+      return { msgs, refreshedAt: times, sequences: taken.map((e) => e.seq), stamps: taken.map((e) => e.stamp) };
     }
     const keep = keptPositions(taken.map((e) => ({ streamSequence: e.seq > 0 ? e.seq : undefined, deliveryCount: deliveryCount(e.m) })));
     const msgs: JsMsg[] = [];
     const times: number[] = [];
     const sequences: number[] = [];
+    const stamps: number[] = [];
     let readable = true;
     let k = 0;
     for (let i = 0; i < taken.length; i++) {
@@ -94,10 +99,11 @@ export class Intake {
       msgs.push(e.m);
       times.push(time);
       sequences.push(e.seq);
+      stamps.push(e.stamp);
       readable &&= e.seq > 0;
     }
     this.#writing += msgs.length;
-    return { msgs, refreshedAt: times, sequences: readable ? sequences : undefined };
+    return { msgs, refreshedAt: times, sequences: readable ? sequences : undefined, stamps: readable ? stamps : undefined };
   }
 
   /** A batch of `n` messages settled: they are no longer held. */

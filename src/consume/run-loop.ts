@@ -9,7 +9,7 @@
 import type { JsMsg } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { BatchResult } from "../settle/batch-result.js";
-import type { AckingDeliveries } from "../settle/acking-deliveries.js";
+import type { AckingDeliveries, StoredIds } from "../settle/acking-deliveries.js";
 import type { LoopConfirmation } from "../settle/settler.js";
 import { MetricNames } from "../telemetry/metric-names.js";
 import type { MetricsRecorder } from "../telemetry/metrics-recorder.js";
@@ -47,10 +47,10 @@ export interface LoopContext extends LoopBase {
   readonly intake: Intake;
   /**
    * Writes and settles one batch; `signal` cancels its write; `onSent` says every frame went out
-   * while confirmations are still awaited; `sequences` are the messages' stream sequences, when
-   * the intake read them all. Resolves at the latest when the write is abandoned at its bound.
+   * while confirmations are still awaited; `ids` are the messages' stream sequences and
+   * timestamps, when the intake read them all. Resolves at the latest when the write is abandoned at its bound.
    */
-  readonly process: (msgs: JsMsg[], receivedAt: ReceivedAt, signal: AbortSignal | undefined, onSent: () => void, sequences: readonly number[] | undefined) => Promise<BatchResult>;
+  readonly process: (msgs: JsMsg[], receivedAt: ReceivedAt, signal: AbortSignal | undefined, onSent: () => void, ids: StoredIds | undefined) => Promise<BatchResult>;
 }
 
 /** A pull that returned nothing faster than this did not wait for its expiry. */
@@ -101,7 +101,7 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
   // at this bound.
   const bound = new ShutdownBound(loop.shutdownTimeoutMs);
   const start = (batch: TakenBatch): void => {
-    const { msgs, refreshedAt, sequences } = batch;
+    const { msgs, refreshedAt, sequences, stamps } = batch;
     if (msgs.length === 0) return;
     const receivedAt: ReceivedAt = (m, i) => (msgs[i] === m ? refreshedAt[i] : undefined);
     const child = signal?.aborted ? bound.child() : batches.child();
@@ -119,7 +119,7 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
       wake.wake();
     };
     const p = loop
-      .process(msgs, receivedAt, child.signal, release, sequences)
+      .process(msgs, receivedAt, child.signal, release, sequences !== undefined && stamps !== undefined ? { sequences, stamps } : undefined)
       .then((result) => reportSettled(settings, result))
       .finally(() => {
         child.release();

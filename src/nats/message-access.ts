@@ -82,10 +82,19 @@ function scanDots(subject: string): number {
  * that prefix go to one consumer.
  */
 export function consumerPrefixEnd(subject: string): number {
+  const d = consumerDot(subject);
+  return d < 0 ? -1 : dotsAt[d]! + 1;
+}
+
+/**
+ * Scans an ack subject into `dotsAt`; returns the place there of the dot that ends its
+ * consumer token (the delivery count, stream sequence, consumer sequence and timestamp follow),
+ * -1 for a subject of another shape.
+ */
+function consumerDot(subject: string): number {
   if (!subject.startsWith("$JS.ACK.")) return -1;
   const dots = scanDots(subject);
-  const want = dots === 8 ? 4 : dots === 10 || dots === 11 ? 6 : -1;
-  return want < 0 ? -1 : dotsAt[want - 1]! + 1;
+  return dots === 8 ? 3 : dots === 10 || dots === 11 ? 5 : -1;
 }
 
 /**
@@ -97,6 +106,9 @@ let lastMsg: JsMsg | undefined;
 let lastReply = "";
 let lastCount: number | undefined;
 let lastSequence: number | undefined;
+/** Where the last subject's timestamp token starts (-1: another shape), and its value once read (`null`: not yet). */
+let lastStampFrom = -1;
+let lastStamp: number | undefined | null = null;
 
 /**
  * The delivery count (`which` 0) or stream sequence (1) read straight from the ack subject:
@@ -107,15 +119,25 @@ let lastSequence: number | undefined;
 function ackSubjectNumber(m: JsMsg, which: 0 | 1): number | undefined {
   const reply = replySubject(m);
   if (reply === undefined) return undefined;
-  // The same message with the same subject (one string: compared by reference).
-  if (m !== lastMsg || reply !== lastReply) {
-    const start = consumerPrefixEnd(reply);
-    lastMsg = m;
-    lastReply = reply;
-    lastCount = start < 0 ? undefined : tokenNumber(reply, start);
-    lastSequence = start < 0 ? undefined : tokenNumber(reply, reply.indexOf(".", start) + 1);
-  }
+  remember(m, reply);
   return which === 0 ? lastCount : lastSequence;
+}
+
+/** Reads `reply` into the memo, unless it holds this message's subject already (one string: compared by reference). */
+function remember(m: JsMsg, reply: string): void {
+  if (m === lastMsg && reply === lastReply) return;
+  const d = consumerDot(reply);
+  lastMsg = m;
+  lastReply = reply;
+  lastStamp = null;
+  if (d < 0) {
+    lastCount = lastSequence = undefined;
+    lastStampFrom = -1;
+    return;
+  }
+  lastCount = tokenNumber(reply, dotsAt[d]! + 1);
+  lastSequence = tokenNumber(reply, dotsAt[d + 1]! + 1);
+  lastStampFrom = dotsAt[d + 3]! + 1;
 }
 
 /** The whole number of 1 to 15 digits starting at `i` and ending at a dot or the end. */
@@ -130,6 +152,45 @@ function tokenNumber(s: string, i: number): number | undefined {
     digits += 1;
   }
   return digits > 0 && digits <= 15 && n >= 1 ? n : undefined;
+}
+
+/**
+ * The stored message's timestamp as its ack subject carries it (nanoseconds since the epoch,
+ * read into a double: one token always gives one number). With the stream sequence it names one
+ * stored message: a stream deleted and made again under the same name reuses its sequences,
+ * never their timestamps. `undefined` when unreadable.
+ */
+export function storedStamp(m: JsMsg): number | undefined {
+  const reply = replySubject(m);
+  if (reply !== undefined) {
+    // Right after the message's sequence was read (as the loops do at arrival): only the digits are read.
+    remember(m, reply);
+    if (lastStampFrom >= 0) {
+      if (lastStamp === null) lastStamp = stampAt(reply, lastStampFrom);
+      return lastStamp;
+    }
+  }
+  try {
+    const ns = (m.info as { timestampNanos?: unknown } | undefined)?.timestampNanos;
+    // A bigint in the 3.x client, a number in the 2.x one.
+    return typeof ns === "bigint" ? Number(ns) : typeof ns === "number" && Number.isFinite(ns) ? ns : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The timestamp token starting at `i`: up to 20 digits, read into a double. */
+function stampAt(s: string, i: number): number | undefined {
+  let n = 0;
+  let digits = 0;
+  for (; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c === DOT) break;
+    if (c < ZERO || c > NINE) return undefined;
+    n = n * 10 + (c - ZERO);
+    digits += 1;
+  }
+  return digits > 0 && digits <= 20 ? n : undefined;
 }
 
 /** The JetStream domain a message came through, when its ack subject names one. */

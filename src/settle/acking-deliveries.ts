@@ -3,52 +3,68 @@
  * (asked again through a leader election or a reconnect), or an ACK held while the client is
  * between connections. A new leader, or AckWait passing meanwhile, can deliver such a message
  * again; the loop then acks that delivery instead of writing the message a second time. Keyed
- * by stream sequence: a loop reads one consumer of one stream, and an ACK settles a message
- * whatever delivery it names.
+ * by stream sequence (a loop reads one consumer of one stream, and an ACK settles a message
+ * whatever delivery it names) and told apart by the stored message's timestamp: a stream
+ * deleted and made again under the same name under a running loop reuses the sequences, and a
+ * new message there must be written, never acked as the old one.
  *
  * ACKs the server confirmed (in time or late) are kept too, for redeliveries only: a consumer leader
  * answers an ACK before its followers have it, so when its server dies just after, the next
  * leader still holds the message as pending and redelivers it.
  */
 import type { JsMsg } from "@nats-io/jetstream";
-import { deliveryCount, streamSequence } from "../nats/message-access.js";
+import { deliveryCount, storedStamp, streamSequence } from "../nats/message-access.js";
+
+/**
+ * A batch's stored messages as a loop read them at arrival, in the batch's order: stream
+ * sequences, and timestamps (NaN: unreadable) that tell a reused sequence apart.
+ */
+export interface StoredIds {
+  readonly sequences: readonly number[];
+  readonly stamps: readonly number[];
+}
 
 export class AckingDeliveries {
   /**
    * The stream sequences of each batch of ACKs on their way (a loop has a few at most): plain
    * arrays, scanned — a batch's hash set cost more to build than all its lookups.
    */
-  readonly #batches = new Set<readonly number[]>();
+  readonly #batches = new Map<readonly number[], { readonly msgs: readonly JsMsg[]; readonly stamps: ArrayLike<number> | undefined }>();
   /**
-   * Stream sequence → until when (monotonic ms) a late ACK still counts as on its way: one that
-   * was held over a disconnect or asked again can be overtaken by a delivery the server made
-   * before it arrived (a pull sent at the reconnect, a new leader's first redeliveries).
+   * Stream sequence → until when (monotonic ms) a late ACK still counts as on its way, and the
+   * stored message's timestamp: one that was held over a disconnect or asked again can be
+   * overtaken by a delivery the server made before it arrived (a pull sent at the reconnect, a
+   * new leader's first redeliveries).
    */
-  readonly #late = new Map<number, number>();
+  readonly #late = new Map<number, { readonly until: number; readonly stamp: number }>();
   /**
    * Batches whose ACKs the server confirmed, oldest first, each until when it is kept: a
-   * queue of the batches' own arrays (nothing built per message), read only for redeliveries.
+   * queue of the batches' own arrays and their timestamps, read only for redeliveries.
    */
-  readonly #confirmed: Array<{ readonly seqs: readonly number[]; readonly min: number; readonly max: number; readonly until: number }> = [];
+  readonly #confirmed: Array<{ readonly seqs: readonly number[]; readonly stamps: ArrayLike<number>; readonly min: number; readonly max: number; readonly until: number }> = [];
   #confirmedHead = 0;
   #confirmedCount = 0;
 
   /**
    * ACKs of `msgs` leave now; returns what to pass to `end` once each is answered or given up.
-   * `sequences`: their stream sequences, when the caller read them already (kept as they are:
-   * nobody changes a batch's array).
+   * `ids`: their stream sequences and timestamps, when the caller read them already (kept as
+   * they are: nobody changes a batch's arrays).
    */
-  begin(msgs: readonly JsMsg[], sequences?: readonly number[]): readonly number[] {
-    if (sequences !== undefined && sequences.length === msgs.length) {
-      if (sequences.length > 0) this.#batches.add(sequences);
-      return sequences;
+  begin(msgs: readonly JsMsg[], ids?: StoredIds): readonly number[] {
+    if (ids !== undefined && ids.sequences.length === msgs.length && ids.stamps.length === msgs.length) {
+      if (msgs.length > 0) this.#batches.set(ids.sequences, { msgs, stamps: ids.stamps });
+      return ids.sequences;
     }
     const seqs: number[] = [];
+    // The messages in the sequences' order (an unreadable sequence is left out of both).
+    const read: JsMsg[] = [];
     for (let i = 0; i < msgs.length; i++) {
       const seq = streamSequence(msgs[i]!);
-      if (seq !== undefined) seqs.push(seq);
+      if (seq === undefined) continue;
+      seqs.push(seq);
+      read.push(msgs[i]!);
     }
-    if (seqs.length > 0) this.#batches.add(seqs);
+    if (seqs.length > 0) this.#batches.set(seqs, { msgs: read, stamps: undefined });
     return seqs;
   }
 
@@ -61,18 +77,25 @@ export class AckingDeliveries {
    * answered late can die before its followers have the ACK just as one that answered at once.
    */
   end(seqs: readonly number[], graceMs = 0, confirmed = graceMs <= 0): void {
+    const batch = this.#batches.get(seqs);
     this.#batches.delete(seqs);
     const now = performance.now();
-    if (confirmed) this.#keepConfirmed(seqs, now);
+    if (!confirmed && graceMs <= 0) {
+      if (this.#late.size > 0) this.#prune(now);
+      return;
+    }
+    const stamps = batch?.stamps ?? stampsOf(seqs, batch?.msgs);
+    if (confirmed) this.#keepConfirmed(seqs, stamps, now);
     if (graceMs <= 0) {
       if (this.#late.size > 0) this.#prune(now);
       return;
     }
     this.#prune(now);
-    for (const seq of seqs) {
+    for (let i = 0; i < seqs.length; i++) {
+      const seq = seqs[i]!;
       // Re-inserted at the end: the map is pruned from its start, oldest first.
       this.#late.delete(seq);
-      this.#late.set(seq, now + graceMs);
+      this.#late.set(seq, { until: now + graceMs, stamp: stamps[i]! });
     }
   }
 
@@ -81,9 +104,12 @@ export class AckingDeliveries {
     if (this.#batches.size > 0 || this.#late.size > 0) {
       const seq = streamSequence(m);
       if (seq === undefined) return false;
-      for (const batch of this.#batches) if (batch.includes(seq)) return true;
-      const until = this.#late.get(seq);
-      if (until !== undefined && until > performance.now()) return true;
+      for (const [seqs, { msgs, stamps }] of this.#batches) {
+        const i = seqs.indexOf(seq);
+        if (i >= 0 && sameStored(stamps !== undefined ? stamps[i] : storedStamp(msgs[i]!), m)) return true;
+      }
+      const late = this.#late.get(seq);
+      if (late !== undefined && late.until > performance.now() && sameStored(late.stamp, m)) return true;
     }
     // Confirmed ACKs matter only for a redelivery: a first delivery was never acked.
     if (this.#confirmedCount === 0) return false;
@@ -96,7 +122,9 @@ export class AckingDeliveries {
       const kept = this.#confirmed[i]!;
       if (kept.until <= now) break;
       // The bounds first: a full queue is thousands of batches, most of them far from `seq`.
-      if (seq >= kept.min && seq <= kept.max && kept.seqs.includes(seq)) return true;
+      if (seq < kept.min || seq > kept.max) continue;
+      const at = kept.seqs.indexOf(seq);
+      if (at >= 0 && sameStored(kept.stamps[at], m)) return true;
     }
     return false;
   }
@@ -109,7 +137,7 @@ export class AckingDeliveries {
   }
 
   /** Keeps a confirmed batch; drops the oldest past their time or beyond the cap. */
-  #keepConfirmed(seqs: readonly number[], now: number): void {
+  #keepConfirmed(seqs: readonly number[], stamps: ArrayLike<number>, now: number): void {
     if (seqs.length > 0) {
       let min = seqs[0]!;
       let max = min;
@@ -118,7 +146,7 @@ export class AckingDeliveries {
         if (s < min) min = s;
         else if (s > max) max = s;
       }
-      this.#confirmed.push({ seqs, min, max, until: now + CONFIRMED_KEPT_MS });
+      this.#confirmed.push({ seqs, stamps, min, max, until: now + CONFIRMED_KEPT_MS });
       this.#confirmedCount += seqs.length;
     }
     const q = this.#confirmed;
@@ -137,11 +165,29 @@ export class AckingDeliveries {
 
   /** Drops what expired from the start (entries after a longer grace wait at most that long). */
   #prune(now: number): void {
-    for (const [seq, until] of this.#late) {
+    for (const [seq, { until }] of this.#late) {
       if (until > now) break;
       this.#late.delete(seq);
     }
   }
+}
+
+/**
+ * The timestamps of `msgs` (read now: a caller that read none at arrival). A sequence whose
+ * message is not known (a caller that did not begin it) gets NaN: it matches no delivery.
+ */
+function stampsOf(seqs: readonly number[], msgs: readonly JsMsg[] | undefined): Float64Array {
+  const stamps = new Float64Array(seqs.length);
+  for (let i = 0; i < seqs.length; i++) stamps[i] = (msgs !== undefined ? storedStamp(msgs[i]!) : undefined) ?? Number.NaN;
+  return stamps;
+}
+
+/**
+ * Whether `m` is the stored message whose timestamp is `stamp` (its sequence matched): read only
+ * on a match, which is rare. An unknown timestamp (NaN, `undefined`) matches nothing.
+ */
+function sameStored(stamp: number | undefined, m: JsMsg): boolean {
+  return stamp !== undefined && stamp === storedStamp(m);
 }
 
 /** How long an ACK that was held or asked again counts as on its way after it left. */

@@ -2,7 +2,7 @@
  * Settling a batch after its write: what the write did for each message, the decision for
  * each, the frames sent, the metrics and the settled event.
  */
-import type { AckingDeliveries } from "./acking-deliveries.js";
+import type { AckingDeliveries, StoredIds } from "./acking-deliveries.js";
 import type { JsMsg } from "@nats-io/jetstream";
 import { errorName, PermanentSinkError } from "../errors.js";
 import { batchConnectionClosed } from "../nats/connection-state.js";
@@ -52,8 +52,8 @@ export interface BatchSettleContext {
   readonly confirm?: LoopConfirmation | undefined;
   /** A loop's messages whose ACK is on its way. */
   readonly acking?: AckingDeliveries | undefined;
-  /** The stream sequences of `list`, in order, as the loop read them at arrival (each message's ack subject is parsed once). */
-  readonly sequences?: readonly number[] | undefined;
+  /** The stream sequences and timestamps of `list`, in order, as the loop read them at arrival (each message's ack subject is parsed once). */
+  readonly ids?: StoredIds | undefined;
 }
 
 /** Settles every message of `list` by what the write reported; never rejects. */
@@ -98,7 +98,7 @@ export async function settleBatch(list: readonly JsMsg[], outcome: WriteOutcome,
     return { decision, error };
   });
   const acks = allCommitted ? list : list.filter((_, i) => decisions[i]!.decision === ACK);
-  const confirming = acks.length > 0 ? settler.ackMany(acks, scope, acks === list ? context.sequences : undefined) : undefined;
+  const confirming = acks.length > 0 ? settler.ackMany(acks, scope, acks === list ? context.ids : undefined) : undefined;
   const confirmed = confirming?.results;
   if (confirming?.sent === true && acks.length === list.length) context.onSent?.();
   let pending = confirmed !== undefined;

@@ -2,7 +2,7 @@
  * Sending what the settle decision chose for one message, and reporting what happened. The
  * decision itself is pure (`decide.ts`); everything here is I/O and its failure handling.
  */
-import { LATE_GRACE_MS, UNCONFIRMED_GRACE_MS, type AckingDeliveries } from "./acking-deliveries.js";
+import { LATE_GRACE_MS, UNCONFIRMED_GRACE_MS, type AckingDeliveries, type StoredIds } from "./acking-deliveries.js";
 import type { JsMsg } from "@nats-io/jetstream";
 import { ConnectionClosedError, ConsumerPolicyError, DeadLetterError, DisconnectedError, errorName } from "../errors.js";
 import { canConfirmInBatches, type ConfirmingConnection } from "../nats/ack-inbox.js";
@@ -117,16 +117,16 @@ export class Settler {
    * confirmed ACKs are asked for (by the host, or by a loop's default) and the connection can
    * carry them; `undefined` otherwise (each message is then settled on its own). `sent` says
    * whether the frames left now; a loop's batch whose connection is down waits for the
-   * reconnect first. `sequences`: the stream sequences of `msgs`, when the loop read them already.
+   * reconnect first. `ids`: the stream sequences and timestamps of `msgs`, when the loop read them already.
    */
-  ackMany(msgs: readonly JsMsg[], scope: SettleScope, sequences?: readonly number[]): { readonly results: Promise<MessageResult[]>; readonly sent: boolean } | undefined {
+  ackMany(msgs: readonly JsMsg[], scope: SettleScope, ids?: StoredIds): { readonly results: Promise<MessageResult[]>; readonly sent: boolean } | undefined {
     const host = this.#config.confirmAck;
     const confirm = host !== undefined ? (canConfirmInBatches(this.#config.connection) ? { options: host, connection: this.#config.connection } : undefined) : scope.confirm;
     if (confirm === undefined || msgs.length === 0) return undefined;
     const down = msgs.some((m) => connectionDown(m) === true);
     // A host's own confirmAck keeps its bounded attempts, message by message (through ackConfirmed).
     if (down && host !== undefined) return undefined;
-    const seqs = scope.acking?.begin(msgs, sequences);
+    const seqs = scope.acking?.begin(msgs, ids);
     if (down) return { results: this.#confirmAfterReconnect(msgs, confirm, scope, seqs), sent: false };
     return { results: this.#confirm(msgs, confirm, scope, seqs, host === undefined), sent: true };
   }

@@ -19,19 +19,21 @@ let seq = 0;
  * request with `maxDeliver` (default -1, the server's default: unlimited), as a server would,
  * or refuses it (`"unreadable"`); every other request gets no responder.
  */
-export function fakeMsg(options: { deliveryCount?: number; stream?: string; consumer?: string; seq?: number; maxDeliver?: number | "unreadable" } = {}): FakeMsg {
+export function fakeMsg(options: { deliveryCount?: number; stream?: string; consumer?: string; seq?: number; maxDeliver?: number | "unreadable"; stampNanos?: bigint } = {}): FakeMsg {
   seq += 1;
   const streamSequence = options.seq ?? seq;
   const deliveryCount = options.deliveryCount ?? 1;
   const stream = options.stream ?? "S";
   const consumer = options.consumer ?? "C";
+  // The stored message's timestamp: one stored message, one timestamp, whatever its delivery.
+  const stampNanos = options.stampNanos ?? 0n;
   const m = {
     calls: { working: 0, ack: 0, nak: [] as Array<number | undefined>, term: [] as Array<string | undefined> },
     beats: [] as number[],
     didAck: false,
     failWorking: undefined as unknown,
-    reply: `$JS.ACK.${stream}.${consumer}.${deliveryCount}.${streamSequence}.${streamSequence}.0.0`,
-    info: { stream, consumer, deliveryCount, streamSequence, deliverySequence: streamSequence, redelivered: deliveryCount > 1, pending: 0, timestampNanos: 0, domain: "", account_hash: "" },
+    reply: `$JS.ACK.${stream}.${consumer}.${deliveryCount}.${streamSequence}.${streamSequence}.${stampNanos}.0`,
+    info: { stream, consumer, deliveryCount, streamSequence, deliverySequence: streamSequence, redelivered: deliveryCount > 1, pending: 0, timestampNanos: Number(stampNanos), domain: "", account_hash: "" },
     seq: streamSequence,
     redelivered: deliveryCount > 1,
     headers: undefined,
@@ -41,7 +43,7 @@ export function fakeMsg(options: { deliveryCount?: number; stream?: string; cons
     msg: { publisher: { request: fakeRequest(options.maxDeliver ?? -1) } },
     time: new Date(0),
     timestamp: new Date(0).toISOString(),
-    timestampNanos: 0n,
+    timestampNanos: stampNanos,
     working() {
       if (m.failWorking) throw m.failWorking;
       if (m.didAck) return;

@@ -249,6 +249,57 @@ describe("lossless settling on a real nats-server", () => {
     }
   });
 
+  it.each(["run", "runEach"] as const)("21. %s: a stream deleted and made again under the loop reuses its sequences: a redelivery of a new message is written, never acked as the committed old one", async (mode) => {
+    const f = await createFixture(fx.nc, { ackWaitMs: 30_000 });
+    await using spy = await AckSpy.start(fx.spyConn, f.stream);
+    const metrics = new InMemoryMetrics();
+    const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, { metrics, onTemporaryFailure: { action: "nak", delayMs: 100, retryInPlace: false } });
+    const written: string[] = [];
+    let failedOnce = false;
+    const shutdown = new AbortController();
+    // The sink is down for the new stream's first writes: each new message comes back once (delivery 2).
+    const failing = new Set(["new-1", "new-2", "new-3"]);
+    const write = (bodies: string[]): void => {
+      if (bodies.some((b) => failing.delete(b))) {
+        failedOnce = true;
+        throw new TemporarySinkError("database down once");
+      }
+      written.push(...bodies);
+    };
+    const consumer = await f.js.consumers.get(f.stream, f.consumer);
+    const running =
+      mode === "run"
+        ? ack.run(consumer, (msgs) => write(msgs.map((m) => m.string())), { batchSize: 10, expiresMs: 1000, signal: shutdown.signal, onError: () => undefined })
+        : ack.runEach(consumer, (m) => write([m.string()]), { concurrency: 4, expiresMs: 1000, signal: shutdown.signal, onError: () => undefined });
+    const oldSeqs = await publish(f, 3, (i) => `old-${i}`);
+    await eventually(() => written.length === 3, "the old messages written");
+    await eventually(() => spy.of("+ACK").length === 3, "their ACKs");
+    // The operator deletes the stream and makes it again under the same name, with the same
+    // durable: its sequences start at 1 again, within the minute the old ACKs are kept.
+    await f.jsm.streams.delete(f.stream);
+    await f.jsm.streams.add({ name: f.stream, subjects: [f.subject] });
+    await f.jsm.consumers.add(f.stream, { durable_name: f.consumer, ack_policy: AckPolicy.Explicit, ack_wait: nanos(30_000) });
+    const newSeqs = await publish(f, 3, (i) => `new-${i}`);
+    expect(newSeqs).toEqual(oldSeqs);
+    await eventually(() => written.filter((b) => b.startsWith("new-")).length === 3, "the new messages written after the failed write", 20_000);
+    shutdown.abort();
+    await running;
+    expect(failedOnce).toBe(true);
+    expect(failing.size).toBe(0);
+    expect([...written].sort()).toEqual(["new-1", "new-2", "new-3", "old-1", "old-2", "old-3"]);
+    // Each sequence: the old message's ACK, then the new one's NAKs (its failed writes) and its
+    // ACK after the write, on a redelivery.
+    for (const seq of newSeqs) {
+      const kinds = spy.forSequence(seq).map((x) => `${x.kind}@${x.deliveryCount}`);
+      expect(kinds[0]).toBe("+ACK@1");
+      expect(kinds.slice(1, -1).every((k) => k.startsWith("-NAK"))).toBe(true);
+      expect(kinds.length).toBeGreaterThanOrEqual(3);
+      expect(kinds.at(-1)).toMatch(/^\+ACK@[2-9]/);
+    }
+    expect(metrics.snapshot().counters[MetricNames.REDELIVERIES_OF_COMMITTED_TOTAL] ?? 0).toBe(0);
+    expect((await consumerInfo(f)).num_ack_pending).toBe(0);
+  });
+
   it("8. a PermanentSinkError from another copy of the library is still permanent (terminated, not NAKed forever)", async () => {
     // A second instance of the module graph, as a second installed copy or the other build would be.
     const specifier = "../../src/errors/sink-errors.js?second-copy";

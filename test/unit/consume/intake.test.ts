@@ -12,7 +12,7 @@ const seqsOf = (msgs: readonly JsMsg[]): string[] => msgs.map((m) => `${m.seq}@$
 describe("Intake.take", () => {
   it("keeps every message of a batch in stream order, in arrival order, with its arrival as its refresh time", () => {
     const intake = new Intake(undefined);
-    const msgs = [fakeMsg({ seq: 101 }), fakeMsg({ seq: 102 }), fakeMsg({ seq: 105 })];
+    const msgs = [fakeMsg({ seq: 101, stampNanos: 11n }), fakeMsg({ seq: 102, stampNanos: 12n }), fakeMsg({ seq: 105, stampNanos: 15n })];
     msgs.forEach((m, i) => intake.arrive(m as unknown as JsMsg, 1000 + i));
     const before = Date.now() - performance.now();
     const batch = intake.take(10);
@@ -20,6 +20,8 @@ describe("Intake.take", () => {
     expect(seqsOf(batch.msgs)).toEqual(["101@1", "102@1", "105@1"]);
     // Read once at arrival, handed on with the batch for its ACKs.
     expect(batch.sequences).toEqual([101, 102, 105]);
+    // With the stored messages' timestamps, which tell a reused sequence apart.
+    expect(batch.stamps).toEqual([11, 12, 15]);
     // One clock offset for the whole batch: the arrivals keep their spacing exactly. The offset
     // itself is read around the call (Date.now has whole milliseconds, and the two clocks drift a
     // little under load, so a few milliseconds either side).
@@ -42,11 +44,12 @@ describe("Intake.take", () => {
 
   it("a message delivered twice into one batch is kept once, its latest delivery, where that delivery came", () => {
     const intake = new Intake(undefined);
-    const arrivals = [fakeMsg({ seq: 5 }), fakeMsg({ seq: 6 }), fakeMsg({ seq: 5, deliveryCount: 2 }), fakeMsg({ seq: 7 })];
+    const arrivals = [fakeMsg({ seq: 5, stampNanos: 5n }), fakeMsg({ seq: 6, stampNanos: 6n }), fakeMsg({ seq: 5, deliveryCount: 2, stampNanos: 5n }), fakeMsg({ seq: 7, stampNanos: 7n })];
     arrivals.forEach((m, i) => intake.arrive(m as unknown as JsMsg, i));
     const batch = intake.take(10);
     expect(seqsOf(batch.msgs)).toEqual(["6@1", "5@2", "7@1"]);
     expect(batch.sequences).toEqual([6, 5, 7]);
+    expect(batch.stamps).toEqual([6, 5, 7]);
     expect(batch.refreshedAt).toHaveLength(3);
     expect(intake.held).toBe(3);
   });
@@ -67,5 +70,6 @@ describe("Intake.take", () => {
     expect(batch.msgs).toEqual(odd);
     // No sequences to hand on: the ACKs read each message themselves.
     expect(batch.sequences).toBeUndefined();
+    expect(batch.stamps).toBeUndefined();
   });
 });

@@ -5,7 +5,7 @@ import { Intake } from "../../../src/consume/intake.js";
 import type { Arrival, PullSource } from "../../../src/consume/pull-source.js";
 import { runBatches, Waker, type LoopContext } from "../../../src/consume/run-loop.js";
 import { validateRunOptions } from "../../../src/consume/run-options.js";
-import { AckingDeliveries } from "../../../src/settle/acking-deliveries.js";
+import { AckingDeliveries, type StoredIds } from "../../../src/settle/acking-deliveries.js";
 import type { BatchResult } from "../../../src/settle/batch-result.js";
 import { emptyResult } from "../../../src/settle/summarize.js";
 import { MetricsRecorder } from "../../../src/telemetry/metrics-recorder.js";
@@ -57,7 +57,7 @@ describe("runBatches", () => {
     const stop = new AbortController();
     const batches = [[fakeMsg(), fakeMsg(), fakeMsg()], [fakeMsg()]];
     const seen: Array<Array<number | undefined>> = [];
-    const sequences: Array<{ readonly read: readonly number[] | undefined; readonly of: number[] }> = [];
+    const sequences: Array<{ readonly read: StoredIds | undefined; readonly of: number[] }> = [];
     let foreign: number | undefined = 0;
     const before = Date.now() - 1;
     const source = scripted(batches, () => {
@@ -71,8 +71,8 @@ describe("runBatches", () => {
     }));
     // The second pull was open when the loop was stopped: it ended by itself and its batch is written, not handed back.
     expect(seen.map((s) => s.length)).toEqual([3, 1]);
-    // The stream sequences read at arrival come with each batch, for its ACKs.
-    for (const { read, of } of sequences) expect(read).toEqual(of);
+    // The stream sequences and timestamps read at arrival come with each batch, for its ACKs.
+    for (const { read, of } of sequences) expect(read).toEqual({ sequences: of, stamps: of.map(() => 0) });
     for (const t of seen.flat()) expect(t).toBeGreaterThanOrEqual(before);
     expect(foreign).toBeUndefined();
   });

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from "vitest";
 import type { JsMsg } from "@nats-io/jetstream";
-import { deliveryCount, streamSequence } from "../../../src/nats/message-access.js";
+import { deliveryCount, storedStamp, streamSequence } from "../../../src/nats/message-access.js";
 
 const msg = (reply: string | undefined, info?: { deliveryCount: number; streamSequence: number }): JsMsg =>
   ({
@@ -41,5 +41,29 @@ describe("delivery count and stream sequence", () => {
     expect([deliveryCount(weird), streamSequence(weird), deliveryCount(a), streamSequence(weird)]).toEqual([5, 30, 1, 30]);
     // An equal subject in another string object reads the same.
     expect(streamSequence(msg(["$JS.ACK.S.C.2.20", "21.0.0"].join(".")))).toBe(20);
+  });
+});
+
+describe("the stored message's timestamp", () => {
+  it("is read from the ack subject (both forms), the same for every delivery of one stored message, and differs between two", () => {
+    const stamps = [
+      "$JS.ACK.ORDERS.worker.1.42.40.1764700000123456789.0",
+      "$JS.ACK.ORDERS.worker.3.42.77.1764700000123456789.5",
+      "$JS.ACK.hub.ACCHASH.ORDERS.worker.3.42.40.1764700000123456789.0",
+      "$JS.ACK.hub.ACCHASH.ORDERS.worker.2.42.40.1764700000123456789.0.tok",
+    ].map((r) => storedStamp(msg(r)));
+    expect(stamps[0]).toBeGreaterThan(1.7e18);
+    expect(new Set(stamps).size).toBe(1);
+    // The same sequence in a stream made again a few milliseconds later.
+    expect(storedStamp(msg("$JS.ACK.ORDERS.worker.2.42.1.1764700000128456789.0"))).not.toBe(stamps[0]);
+  });
+
+  it("asks the client's info (a bigint or a number) for another shape; undefined when neither can tell", () => {
+    const withInfo = (timestampNanos: unknown): JsMsg => ({ reply: "_INBOX.x", info: { timestampNanos } }) as unknown as JsMsg;
+    expect(storedStamp(withInfo(1764700000123456789n))).toBe(Number(1764700000123456789n));
+    expect(storedStamp(withInfo(5))).toBe(5);
+    expect(storedStamp(withInfo("5"))).toBeUndefined();
+    expect(storedStamp(msg("$JS.ACK.S.C.1.2.3.x.0"))).toBeUndefined();
+    expect(storedStamp(msg(undefined))).toBeUndefined();
   });
 });

@@ -96,13 +96,15 @@ describe("AckingDeliveries", () => {
     expect(acking.has(fakeMsg({ seq: 9, deliveryCount: 2 }))).toBe(false);
   });
 
-  it("takes the sequences a loop read at arrival as they are, and reads them itself when they do not match the batch", () => {
+  it("takes the sequences and timestamps a loop read at arrival as they are, and reads them itself when they do not match the batch", () => {
     const acking = new AckingDeliveries();
-    const msgs = [fakeMsg({ seq: 200 }), fakeMsg({ seq: 201 })];
+    const msgs = [fakeMsg({ seq: 200, stampNanos: 7n }), fakeMsg({ seq: 201, stampNanos: 8n })];
     const read = [200, 201];
-    expect(acking.begin(msgs, read)).toBe(read);
-    expect(acking.has(fakeMsg({ seq: 201, deliveryCount: 2 }))).toBe(true);
-    const short = acking.begin(msgs, [200]);
+    expect(acking.begin(msgs, { sequences: read, stamps: [7, 8] })).toBe(read);
+    expect(acking.has(fakeMsg({ seq: 201, deliveryCount: 2, stampNanos: 8n }))).toBe(true);
+    // Another stored message under the same sequence (a stream made again) is not known.
+    expect(acking.has(fakeMsg({ seq: 201, deliveryCount: 2, stampNanos: 9n }))).toBe(false);
+    const short = acking.begin(msgs, { sequences: [200], stamps: [7] });
     expect(short).toEqual([200, 201]);
     acking.end(read);
     acking.end(short);
@@ -118,4 +120,36 @@ describe("AckingDeliveries", () => {
     acking.end(b);
     expect(acking.size).toBe(0);
   });
+
+  it("a stream made again under the same name reuses sequences: its new message is not taken for the committed one", () => {
+    vi.useFakeTimers({ toFake: ["performance"] });
+    const old = 1_764_700_000_000_000_000n;
+    const remade = old + 3_000_000_000n;
+    const acking = new AckingDeliveries();
+    // Out (not yet answered): only the same stored message is known.
+    const out = acking.begin([fakeMsg({ seq: 1, stampNanos: old }), fakeMsg({ seq: 2, stampNanos: old })]);
+    expect(acking.has(fakeMsg({ seq: 1, deliveryCount: 2, stampNanos: old }))).toBe(true);
+    expect(acking.has(fakeMsg({ seq: 1, stampNanos: remade }))).toBe(false);
+    expect(acking.has(fakeMsg({ seq: 2, deliveryCount: 2, stampNanos: remade }))).toBe(false);
+    // Confirmed and kept for redeliveries.
+    acking.end(out);
+    expect(acking.has(fakeMsg({ seq: 1, deliveryCount: 2, stampNanos: old }))).toBe(true);
+    expect(acking.has(fakeMsg({ seq: 1, deliveryCount: 2, stampNanos: remade }))).toBe(false);
+    // Late (held over a reconnect, answered late): the same.
+    acking.end(acking.begin([fakeMsg({ seq: 3, stampNanos: old })]), LATE_GRACE_MS, true);
+    expect(acking.has(fakeMsg({ seq: 3, stampNanos: old }))).toBe(true);
+    expect(acking.has(fakeMsg({ seq: 3, stampNanos: remade }))).toBe(false);
+    // Never confirmed: kept for its grace, still told apart.
+    acking.end(acking.begin([fakeMsg({ seq: 4, stampNanos: old })]), UNCONFIRMED_GRACE_MS, false);
+    expect(acking.has(fakeMsg({ seq: 4, stampNanos: old }))).toBe(true);
+    expect(acking.has(fakeMsg({ seq: 4, deliveryCount: 5, stampNanos: remade }))).toBe(false);
+  });
+
+  it("a sequence that was never begun is known for no delivery (its message, and so its timestamp, is unknown)", () => {
+    const acking = new AckingDeliveries();
+    acking.end([9], LATE_GRACE_MS, true);
+    expect(acking.has(fakeMsg({ seq: 9 }))).toBe(false);
+    expect(acking.has(fakeMsg({ seq: 9, deliveryCount: 2 }))).toBe(false);
+  });
 });
+
