@@ -1,10 +1,13 @@
 /**
  * Outages on a real nats-server, each longer than the consumer's AckWait: the sink down for
  * 12 s (MaxDeliver 3), and the only server restarting mid-run. Neither may spend a healthy
- * message's delivery, write one twice, or count an ACK that never went out.
+ * message's delivery, write one twice, or count an ACK that never went out. And a restart that
+ * takes a memory stream with it: made again, its new messages reuse the old sequences, and
+ * every one must still be written.
  */
 import { describe, expect, it } from "vitest";
-import type { JsMsg } from "@nats-io/jetstream";
+import { AckPolicy, StorageType, jetstream, jetstreamManager, type JsMsg } from "@nats-io/jetstream";
+import { nanos } from "@nats-io/transport-node";
 import { CommitThenAck, InMemoryMetrics, MetricNames, TemporarySinkError, type BatchResult } from "../../src/index.js";
 import { AckSpy } from "../helpers/ack-spy.js";
 import { consumerInfo, createFixture, eventually, publish } from "../helpers/jetstream.js";
@@ -122,6 +125,63 @@ describe("outages on a real nats-server", () => {
     } finally {
       await nc.close();
       await spyConn.close();
+    }
+  });
+
+  it("the only server restarts and its memory stream is gone: made again under the same name, its new messages (the old sequences) are each written once, a failed write included", async () => {
+    await using srv = await startServer();
+    const nc = await srv.connect(RECONNECT);
+    const stream = `MEM_${process.pid}`;
+    const subject = `${stream.toLowerCase()}.events`;
+    // What a service does at its start: the stream and its durable, if missing.
+    const provision = async (): Promise<void> => {
+      const jsm = await jetstreamManager(nc);
+      await jsm.streams.add({ name: stream, subjects: [subject], storage: StorageType.Memory });
+      await jsm.consumers.add(stream, { durable_name: "worker", ack_policy: AckPolicy.Explicit, ack_wait: nanos(30_000) });
+    };
+    try {
+      await provision();
+      const js = jetstream(nc);
+      const jsm = await jetstreamManager(nc);
+      const metrics = new InMemoryMetrics();
+      const ack = await CommitThenAck.forConsumer(jsm, stream, "worker", { metrics, connection: nc, onTemporaryFailure: { action: "nak", delayMs: 100, retryInPlace: false } });
+      const written: string[] = [];
+      // The sink fails the first write of each new message: each comes back as a redelivery.
+      const failing = new Set(["new-1", "new-2", "new-3"]);
+      const shutdown = new AbortController();
+      const running = ack.run(
+        await js.consumers.get(stream, "worker"),
+        (msgs) => {
+          const bodies = msgs.map((m) => m.string());
+          if (bodies.some((b) => failing.delete(b))) throw new TemporarySinkError("database down once");
+          written.push(...bodies);
+        },
+        { batchSize: 10, expiresMs: 1000, signal: shutdown.signal, onError: () => undefined },
+      );
+      const old: number[] = [];
+      for (let i = 1; i <= 3; i++) old.push((await js.publish(subject, `old-${i}`)).seq);
+      await eventually(async () => written.length === 3 && (await jsm.consumers.info(stream, "worker")).ack_floor.stream_seq === 3, "the old messages written and acked");
+      await srv.restart();
+      await eventually(async () => {
+        try {
+          await provision();
+          return true;
+        } catch {
+          return false;
+        }
+      }, "the stream made again after the restart", 20_000);
+      const fresh: number[] = [];
+      for (let i = 1; i <= 3; i++) fresh.push((await js.publish(subject, `new-${i}`)).seq);
+      expect(fresh).toEqual(old);
+      await eventually(() => written.filter((b) => b.startsWith("new-")).length === 3, "the new messages written after their failed write", 20_000);
+      shutdown.abort();
+      await running;
+      expect(failing.size).toBe(0);
+      expect([...written].sort()).toEqual(["new-1", "new-2", "new-3", "old-1", "old-2", "old-3"]);
+      expect(metrics.snapshot().counters[MetricNames.REDELIVERIES_OF_COMMITTED_TOTAL] ?? 0).toBe(0);
+      expect((await jsm.consumers.info(stream, "worker")).num_ack_pending).toBe(0);
+    } finally {
+      await nc.close();
     }
   });
 });
