@@ -45,6 +45,8 @@ export interface PullSource {
   close(): Promise<void>;
   /** What the source saw outside a pull that stops deliveries (a deleted consumer, missed heartbeats). */
   onNotice: ((notice: SourceNotice) => void) | undefined;
+  /** Its subscription ended outside a pull: nothing it requested can arrive, the loop may pull again. */
+  onEnded: (() => void) | undefined;
 }
 
 /** Fetch-based pulls. */
@@ -83,6 +85,7 @@ export function fetchSource(consumer: Pick<Consumer, "fetch">, expiresMs: number
     roomChanged: () => undefined,
     close: async () => undefined,
     onNotice: undefined,
+    onEnded: undefined,
   };
 }
 
@@ -119,6 +122,7 @@ export async function consumeSource(
   };
   const onEnd = (): void => {
     for (const w of [...windows]) w.done();
+    source.onEnded?.();
   };
   const open = async (): Promise<Subscription | undefined> => {
     const opened = await subscribe(consumer, expiresMs, capacity, pull, room, onMessage, onEnd);
@@ -134,8 +138,10 @@ export async function consumeSource(
   };
   const source: PullSource = {
     onNotice: undefined,
+    onEnded: undefined,
     get outstanding() {
-      return sub?.gate.outstanding ?? 0;
+      // An ended subscription's refills will never be answered.
+      return sub === undefined || sub.ended ? 0 : sub.gate.outstanding;
     },
     refills: true,
     roomChanged: () => sub?.gate.resume(),

@@ -70,6 +70,8 @@ export async function runEachMessage(settings: LoopSettings, loop: EachContext):
     throw err;
   }
   const opened = source;
+  // A subscription that ended with no pull open: the loop pulls again (and opens a new one).
+  opened.onEnded = () => wake.wake();
   const pulls = new PullTasks(opened, settings, loop, wake, () => undefined);
   const stopWatching = loop.onRecovered(() => {
     opened.roomChanged();

@@ -94,6 +94,8 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
     wake.dispose();
     throw err;
   }
+  // A subscription that ended with no pull open: the loop pulls again (and opens a new one).
+  source.onEnded = () => wake.wake();
   // Each batch listens on a child of the loop's signal: one listener on it, whatever the concurrency.
   const batches = new SignalFanout(signal);
   // Batches that start after the shutdown began (what the open pulls brought) are written, not

@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import type { JsMsg } from "@nats-io/jetstream";
 import { Intake } from "../../../src/consume/intake.js";
 import type { Arrival, PullSource } from "../../../src/consume/pull-source.js";
+import { runEachMessage, type EachContext } from "../../../src/consume/run-each.js";
 import { runBatches, Waker, type LoopContext } from "../../../src/consume/run-loop.js";
 import { validateRunOptions } from "../../../src/consume/run-options.js";
 import { AckingDeliveries, type StoredIds } from "../../../src/settle/acking-deliveries.js";
@@ -30,6 +31,7 @@ function scripted(batches: JsMsg[][], onPull?: () => void): { pulls: number[]; c
       roomChanged: () => undefined,
       close: async () => void (state.closes += 1),
       onNotice: undefined,
+      onEnded: undefined,
     }),
   };
   return state;
@@ -182,6 +184,7 @@ describe("runBatches", () => {
       roomChanged: () => undefined,
       close: async () => undefined,
       onNotice: undefined,
+      onEnded: undefined,
     });
     for (let i = 0; i < 12; i++) {
       await expect(runBatches({ ...validateRunOptions({}), signal: host.signal }, { ...context(failing, async () => emptyResult()), connection: closed })).rejects.toThrow("connection closed");
@@ -233,6 +236,7 @@ describe("runBatches", () => {
         roomChanged: () => undefined,
         close: async () => arrive(fakeMsg(), performance.now()),
         onNotice: undefined,
+        onEnded: undefined,
       };
     };
     await runBatches({ ...validateRunOptions({ batchSize: 10 }), signal: stop.signal }, context(open, async (msgs): Promise<BatchResult> => {
@@ -288,6 +292,7 @@ describe("runBatches", () => {
       roomChanged: () => undefined,
       close: async () => undefined,
       onNotice: undefined,
+      onEnded: undefined,
     };
     let inFlight = 0;
     let most = 0;
@@ -335,5 +340,43 @@ describe("runBatches", () => {
     const w2 = new Waker(other.signal);
     w2.dispose();
     expect(getEventListeners(other.signal, "abort")).toHaveLength(0);
+  });
+});
+
+describe("runEachMessage", () => {
+  it("pulls again when its subscription ends outside a pull, its refills unanswered (the nats 2.x client after a deleted consumer)", async () => {
+    const stop = new AbortController();
+    const pulls: number[] = [];
+    let ended = false;
+    let source: PullSource | undefined;
+    const open = async (): Promise<PullSource> =>
+      (source = {
+        async pull(max) {
+          pulls.push(max);
+          // The first window finds the subscription ended: it is opened again, and the new one
+          // sends its refill at once (outstanding), which nobody answers.
+          if (pulls.length === 1) throw new Error("consumer deleted");
+          stop.abort();
+          return 0;
+        },
+        get outstanding() {
+          return pulls.length >= 1 && !ended ? 100_000 : 0;
+        },
+        refills: true,
+        roomChanged: () => undefined,
+        close: async () => undefined,
+        onNotice: undefined,
+        onEnded: undefined,
+      });
+    const each: EachContext = { ...context(open, async () => emptyResult()), processOne: async () => emptyResult() };
+    const loop = runEachMessage({ ...validateRunOptions({ concurrency: 8 }), signal: stop.signal }, each);
+    // After the failure's pause the loop waits: its subscription has a refill outstanding.
+    await new Promise((r) => setTimeout(r, 300));
+    expect(pulls).toHaveLength(1);
+    // That subscription ends without a pull open: the loop is told, and pulls again.
+    ended = true;
+    source!.onEnded?.();
+    await loop;
+    expect(pulls).toHaveLength(2);
   });
 });
