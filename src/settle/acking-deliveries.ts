@@ -199,5 +199,5 @@ export const UNCONFIRMED_GRACE_MS = 60_000;
  * once it is elected and the message's AckWait has passed, as with an unconfirmed one.
  */
 export const CONFIRMED_KEPT_MS = 60_000;
-/** At most this many confirmed sequences are kept (about half a megabyte): the oldest go first. */
+/** At most this many confirmed sequences are kept, with their timestamps (about a megabyte): the oldest go first. */
 export const CONFIRMED_KEPT_MAX = 65_536;
