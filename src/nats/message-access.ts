@@ -142,6 +142,12 @@ function remember(m: JsMsg, reply: string): void {
 
 /** The whole number of 1 to 15 digits starting at `i` and ending at a dot or the end. */
 function tokenNumber(s: string, i: number): number | undefined {
+  const n = digitsAt(s, i, 15);
+  return n !== undefined && n >= 1 ? n : undefined;
+}
+
+/** The digits from `i` to a dot or the end, at most `max` of them (past 15, the double is rounded). */
+function digitsAt(s: string, i: number, max: number): number | undefined {
   let n = 0;
   let digits = 0;
   for (; i < s.length; i++) {
@@ -151,7 +157,7 @@ function tokenNumber(s: string, i: number): number | undefined {
     n = n * 10 + (c - ZERO);
     digits += 1;
   }
-  return digits > 0 && digits <= 15 && n >= 1 ? n : undefined;
+  return digits > 0 && digits <= max ? n : undefined;
 }
 
 /**
@@ -166,7 +172,7 @@ export function storedStamp(m: JsMsg): number | undefined {
     // Right after the message's sequence was read (as the loops do at arrival): only the digits are read.
     remember(m, reply);
     if (lastStampFrom >= 0) {
-      if (lastStamp === null) lastStamp = stampAt(reply, lastStampFrom);
+      if (lastStamp === null) lastStamp = digitsAt(reply, lastStampFrom, 20);
       return lastStamp;
     }
   }
@@ -177,20 +183,6 @@ export function storedStamp(m: JsMsg): number | undefined {
   } catch {
     return undefined;
   }
-}
-
-/** The timestamp token starting at `i`: up to 20 digits, read into a double. */
-function stampAt(s: string, i: number): number | undefined {
-  let n = 0;
-  let digits = 0;
-  for (; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c === DOT) break;
-    if (c < ZERO || c > NINE) return undefined;
-    n = n * 10 + (c - ZERO);
-    digits += 1;
-  }
-  return digits > 0 && digits <= 20 ? n : undefined;
 }
 
 /** The JetStream domain a message came through, when its ack subject names one. */

@@ -48,6 +48,30 @@ async function connz(): Promise<Array<{ name: string; in_msgs: number }>> {
   return (body.connections ?? []).map((c) => ({ name: c.name ?? "", in_msgs: c.in_msgs ?? 0 }));
 }
 
+/**
+ * A server configuration with these users, and a user without rights for connections that give
+ * none (the helpers' readiness probe).
+ */
+function authorization(users: readonly string[]): string {
+  return [
+    "authorization {",
+    "  users: [",
+    ...users.map((u) => `    ${u}`),
+    '    { user: probe_nobody, password: probe_nobody_pw, permissions: { publish: { deny: [">"] }, subscribe: { deny: [">"] } } }',
+    "  ]",
+    "}",
+    "no_auth_user: probe_nobody",
+  ].join("\n");
+}
+
+/** The `heartbeat:failed` events published until it is disposed. */
+function collectFailedBeats(): { readonly events: HeartbeatFailedEvent[] } & Disposable {
+  const events: HeartbeatFailedEvent[] = [];
+  const onFailed = (e: unknown): void => void events.push(e as HeartbeatFailedEvent);
+  diagnostics.subscribe(DiagnosticsChannels.HEARTBEAT_FAILED, onFailed);
+  return { events, [Symbol.dispose]: () => void diagnostics.unsubscribe(DiagnosticsChannels.HEARTBEAT_FAILED, onFailed) };
+}
+
 describe("the heartbeat thread under CommitThenAck", () => {
   it("frame order: beats every 100 ms from the thread over a slow link, and none follows an ACK, a Term or a delayed NAK of its delivery", async () => {
     const nc = await srv.connect();
@@ -127,26 +151,15 @@ describe("the heartbeat thread under CommitThenAck", () => {
   });
 
   it("a thread that cannot log in leaves the beats to the main thread, and says so", async () => {
-    await using auth = await startServer({
-      config: [
-        "authorization {",
-        "  users: [",
-        "    { user: svc, password: right-pass }",
-        '    { user: probe_nobody, password: probe_nobody_pw, permissions: { publish: { deny: [">"] }, subscribe: { deny: [">"] } } }',
-        "  ]",
-        "}",
-        "no_auth_user: probe_nobody",
-      ].join("\n"),
-    });
+    await using auth = await startServer({ config: authorization(["{ user: svc, password: right-pass }"]) });
     const nc = await auth.connect({ user: "svc", pass: "right-pass" });
     // The refusal takes the thread's start and two login attempts 0.5 s apart: about a second
     // on an idle machine, more under load. AckWait leaves the first batch room for it.
     const f = await createFixture(nc, { ackWaitMs: 5000 });
     const [seq] = await publish(f, 1);
     const spy = await AckSpy.start(nc, f.stream);
-    const failed: HeartbeatFailedEvent[] = [];
-    const onFailed = (e: unknown): void => void failed.push(e as HeartbeatFailedEvent);
-    diagnostics.subscribe(DiagnosticsChannels.HEARTBEAT_FAILED, onFailed);
+    using failures = collectFailedBeats();
+    const failed = failures.events;
     try {
       const metrics = new InMemoryMetrics();
       const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, {
@@ -186,33 +199,21 @@ describe("the heartbeat thread under CommitThenAck", () => {
       expect(seq).toBe(1);
       await eventually(() => spy.of("+ACK").length === 2, "both ACKs");
     } finally {
-      diagnostics.unsubscribe(DiagnosticsChannels.HEARTBEAT_FAILED, onFailed);
       await spy[Symbol.asyncDispose]();
       await nc.close();
     }
   });
 
   it("a batch whose thread's connection closes for good beats on from the main thread: a second worker on the durable gets nothing", async () => {
-    const users = (beat: boolean): string =>
-      [
-        "authorization {",
-        "  users: [",
-        "    { user: svc, password: svc-pass }",
-        ...(beat ? ["    { user: beat, password: beat-pass }"] : []),
-        '    { user: probe_nobody, password: probe_nobody_pw, permissions: { publish: { deny: [">"] }, subscribe: { deny: [">"] } } }',
-        "  ]",
-        "}",
-        "no_auth_user: probe_nobody",
-      ].join("\n");
+    const users = (beat: boolean): string => authorization(["{ user: svc, password: svc-pass }", ...(beat ? ["{ user: beat, password: beat-pass }"] : [])]);
     await using auth = await startServer({ config: users(true) });
     const nc = await auth.connect({ user: "svc", pass: "svc-pass" });
     const rivalNc = await auth.connect({ user: "svc", pass: "svc-pass" });
     const f = await createFixture(nc, { ackWaitMs: 3000 });
     const [seq] = await publish(f, 1);
     const spy = await AckSpy.start(nc, f.stream);
-    const failed: HeartbeatFailedEvent[] = [];
-    const onFailed = (e: unknown): void => void failed.push(e as HeartbeatFailedEvent);
-    diagnostics.subscribe(DiagnosticsChannels.HEARTBEAT_FAILED, onFailed);
+    using failures = collectFailedBeats();
+    const failed = failures.events;
     try {
       const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, {
         inProgress: { enabled: true, intervalMs: 500, maxHeartbeats: 50 },
@@ -242,7 +243,6 @@ describe("the heartbeat thread under CommitThenAck", () => {
       expect(failed.filter((e) => e.errorName === "HeartbeatThreadError")).toHaveLength(1);
       await eventually(() => spy.of("+ACK", seq).length === 1, "the ACK");
     } finally {
-      diagnostics.unsubscribe(DiagnosticsChannels.HEARTBEAT_FAILED, onFailed);
       await spy[Symbol.asyncDispose]();
       await rivalNc.close();
       await nc.close();
