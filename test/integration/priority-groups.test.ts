@@ -184,16 +184,22 @@ describe(newest ? `priority groups and pause on nats-server ${VERSION}` : `no na
       }
       const seqs = await publish(f, 6);
       const written = new Map<number, number[]>();
-      let mostAckPending = 0;
-      const sampling = setInterval(() => {
-        void consumerInfo(f).then((i) => (mostAckPending = Math.max(mostAckPending, i.num_ack_pending)), () => undefined);
-      }, 100);
-      try {
+      // Read halfway through each write: the ACK before it was processed long ago, and a
+      // message prefetched beyond the loop's capacity would be delivered by then. (A sample
+      // right at a hand-over may count the previous message too: the server takes an ACK and
+      // the next pull on separate queues.)
+      const midWrite: Array<{ pending: number; held: number }> = [];
+      const sampleMidWrite = async (held: number): Promise<void> => {
+        midWrite.push({ pending: (await consumerInfo(f)).num_ack_pending, held });
+      };
+      {
         // run: batches of 2, one at a time, each written for 2.5 s (longer than AckWait).
         const stop = new AbortController();
         const running = ack.run(consumer, async (msgs) => {
           for (const m of msgs) written.set(m.seq, [...(written.get(m.seq) ?? []), m.info.deliveryCount]);
-          await sleep(2500);
+          await sleep(1250);
+          await sampleMidWrite(msgs.length);
+          await sleep(1250);
         }, { batchSize: 2, concurrency: 1, signal: stop.signal, pull: { group: "jobs" } });
         await eventually(() => written.size === 6, "six messages written", 20_000);
         await eventually(async () => (await consumerInfo(f)).num_ack_pending === 0, "all acked", 10_000);
@@ -201,17 +207,21 @@ describe(newest ? `priority groups and pause on nats-server ${VERSION}` : `no na
         await running;
         expect([...written.keys()].sort((a, b) => a - b)).toEqual(seqs);
         expect([...written.values()].every((d) => d.length === 1 && d[0] === 1)).toBe(true);
-        expect(mostAckPending).toBeLessThanOrEqual(2);
-
+        expect(midWrite.length).toBeGreaterThanOrEqual(3);
+        expect(midWrite.every((s) => s.pending === s.held && s.held <= 2)).toBe(true);
+      }
+      {
         // runEach: one handler, 1.2 s each.
         const more = await publish(f, 4);
         const handled = new Map<number, number[]>();
         const results: BatchResult[] = [];
-        mostAckPending = 0;
+        midWrite.length = 0;
         const stopEach = new AbortController();
         const each = ack.runEach(consumer, async (m) => {
           handled.set(m.seq, [...(handled.get(m.seq) ?? []), m.info.deliveryCount]);
-          await sleep(1200);
+          await sleep(600);
+          await sampleMidWrite(1);
+          await sleep(600);
         }, { concurrency: 1, batchSize: 4, signal: stopEach.signal, pull: { group: "jobs" }, onResult: (r) => results.push(r) });
         await eventually(() => results.length === 4, "four results", 20_000);
         stopEach.abort();
@@ -219,9 +229,8 @@ describe(newest ? `priority groups and pause on nats-server ${VERSION}` : `no na
         expect([...handled.keys()].sort((a, b) => a - b)).toEqual(more);
         expect([...handled.values()].every((d) => d.length === 1 && d[0] === 1)).toBe(true);
         expect(results.every((r) => r.outcome === "acked")).toBe(true);
-        expect(mostAckPending).toBeLessThanOrEqual(1);
-      } finally {
-        clearInterval(sampling);
+        expect(midWrite.length).toBe(4);
+        expect(midWrite.every((s) => s.pending === 1)).toBe(true);
       }
     },
   );
