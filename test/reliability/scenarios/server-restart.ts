@@ -46,7 +46,33 @@ export interface ServerRestartResult {
   readonly reconnects: number;
 }
 
+/**
+ * The restarted server handed a message out again as its first delivery: it forgot that it had
+ * delivered it (its consumer state did not survive the restart). A redelivery counts up; no
+ * client can cause this, and nothing the library does can keep a lease the server forgot.
+ */
+export class ServerForgotDeliveries extends Error {
+  override readonly name = "ServerForgotDeliveries";
+  constructor(readonly seqs: readonly number[]) {
+    super(`the restarted server delivered stream sequences ${seqs.join(", ")} again as delivery 1 (its consumer state was lost)`);
+  }
+}
+
+/**
+ * Runs the scenario; once more, on a fresh server, when the restarted server forgot its
+ * deliveries (seen once in a loaded run on 2.9.10). Any other failure, or a second time, fails.
+ */
 export async function serverRestartScenario(o: ServerRestartOptions): Promise<ServerRestartResult> {
+  try {
+    return await serverRestartOnce(o);
+  } catch (err) {
+    if (!(err instanceof ServerForgotDeliveries)) throw err;
+    console.warn(`server restart: ${err.message}; running the scenario again on a fresh server`);
+    return await serverRestartOnce(o);
+  }
+}
+
+async function serverRestartOnce(o: ServerRestartOptions): Promise<ServerRestartResult> {
   expect(o.outageMs).toBeGreaterThan(o.intervalMs);
   const name = `server restart x${o.restarts}`;
   await using srv = await startServer();
@@ -85,10 +111,13 @@ export async function serverRestartScenario(o: ServerRestartOptions): Promise<Se
       }, { receivedAt: Date.now() }),
     );
 
-    // A second worker pulls all along: a redelivery would reach it.
+    // A second worker pulls all along: a redelivery would reach it. Every message was already
+    // delivered to the worker, so one reaching the probe as delivery 1 was forgotten by the server.
+    const forgotten: number[] = [];
     const probe = new CommitThenAck({ connection: probeConn });
     probeRun = probe.run(await jetstream(probeConn).consumers.get(f.stream, f.consumer), (msgs) => {
       for (const m of msgs) {
+        if (m.info.deliveryCount === 1) forgotten.push(m.seq);
         sink.deliver(keyOf(m), "probe");
         sink.commit(keyOf(m), "probe");
       }
@@ -119,6 +148,7 @@ export async function serverRestartScenario(o: ServerRestartOptions): Promise<Se
     probeStop.abort();
     await probeRun;
 
+    if (forgotten.length > 0) throw new ServerForgotDeliveries(forgotten);
     const c = metrics.snapshot().counters;
     const report = checkInvariants({
       stream: f.stream,
