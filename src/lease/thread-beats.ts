@@ -13,6 +13,7 @@ import { nowEpochMs } from "./heartbeat-thread-protocol.js";
 
 /** How long the flush before a final frame may take at most (the thread's connection is slow or down). */
 const MAX_QUIET_MS = 2000;
+const MIN_QUIET_MS = 1000;
 
 /** What the thread did since the last reading. */
 export interface ThreadReading {
@@ -134,7 +135,10 @@ export class ThreadBeats {
     if (this.#released) return;
     this.#released = true;
     try {
-      if (this.#lease.beats > 0 && this.connected) await this.#lease.stopAndFlush(Math.min(MAX_QUIET_MS, Math.max(100, this.#intervalMs)));
+      // At least a second: a +WPI still on a slow link when the wait gives up would reach the
+      // server after the NAK that follows and reset its delay to AckWait (seen with 100 ms beats
+      // over an 80 ms round trip under load).
+      if (this.#lease.beats > 0 && this.connected) await this.#lease.stopAndFlush(Math.min(MAX_QUIET_MS, Math.max(MIN_QUIET_MS, this.#intervalMs)));
       else this.#lease.stop();
     } catch {
       // Not answered in time: the thread's connection is slow or gone; nothing more leaves.
