@@ -135,9 +135,8 @@ export class ThreadBeats {
     if (this.#released) return;
     this.#released = true;
     try {
-      // At least a second: a +WPI still on a slow link when the wait gives up would reach the
-      // server after the NAK that follows and reset its delay to AckWait (seen with 100 ms beats
-      // over an 80 ms round trip under load).
+      // At least a second, whatever the interval: a +WPI still on a slow link when the wait
+      // gives up reaches the server after the NAK that follows and cuts its delay to AckWait.
       if (this.#lease.beats > 0 && this.connected) await this.#lease.stopAndFlush(Math.min(MAX_QUIET_MS, Math.max(MIN_QUIET_MS, this.#intervalMs)));
       else this.#lease.stop();
     } catch {

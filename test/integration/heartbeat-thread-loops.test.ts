@@ -150,6 +150,59 @@ describe("the heartbeat thread under CommitThenAck", () => {
     }
   });
 
+  it("a delayed NAK keeps its delay when the thread's link is slower than the beat interval (a +WPI is still on its way when the write fails)", async () => {
+    const nc = await srv.connect();
+    const worker = await srv.connect();
+    // 150 ms each way: with beats every 100 ms, the thread's last +WPI is still travelling when
+    // a write fails. The loop must wait for it (a PING round trip of 300 ms) before the NAK, or it
+    // lands after the NAK and cuts the delay to AckWait.
+    await using slow = await TcpProxy.start(srv.port, { latencyMs: 150 });
+    const f = await createFixture(nc, { ackWaitMs: 2000, maxDeliver: 2 });
+    const seqs = await publish(f, 6);
+    const spy = await AckSpy.start(nc, f.stream);
+    const NAK_DELAY_MS = 4000;
+    const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, {
+      inProgress: { enabled: true, intervalMs: 100, maxHeartbeats: 100 },
+      heartbeat: { thread: { servers: slow.url } },
+      onTemporaryFailure: { action: "nak", delayMs: NAK_DELAY_MS, retryInPlace: false },
+      connection: worker,
+    });
+    const startedAt = new Map<string, number>();
+    const results: BatchResult[] = [];
+    const stop = new AbortController();
+    const running = ack.run(
+      await jetstream(worker).consumers.get(f.stream, f.consumer),
+      async (msgs) => {
+        const m = msgs[0]!;
+        startedAt.set(`${m.seq}/${m.info.deliveryCount}`, performance.now());
+        // Long enough for the thread to start and beat each first delivery several times.
+        await new Promise((r) => setTimeout(r, 900 + ((m.seq * 37) % 200)));
+        if (m.info.deliveryCount === 1) throw new TemporarySinkError("busy");
+      },
+      { batchSize: 1, concurrency: 6, signal: stop.signal, onBatch: (r) => void results.push(r) },
+    );
+    try {
+      await eventually(() => results.length === 2 * seqs.length, "every delivery settled", 30_000);
+      for (const seq of seqs) {
+        const first = spy.forSequence(seq).filter((fr) => fr.deliveryCount === 1);
+        const nak = first.findIndex((fr) => fr.kind === "-NAK");
+        expect(nak, `seq ${seq} NAK`).toBeGreaterThan(0);
+        expect(first.slice(0, nak).filter((fr) => fr.kind === "+WPI").length, `seq ${seq} beats`).toBeGreaterThanOrEqual(2);
+        expect(first.slice(nak + 1).map((fr) => fr.kind), `seq ${seq} after its NAK`).toEqual([]);
+        // Redelivered after the delay, not after AckWait (2 s) as a late +WPI would make it.
+        expect(startedAt.get(`${seq}/2`)! - first[nak]!.at, `seq ${seq}`).toBeGreaterThanOrEqual(NAK_DELAY_MS - 50);
+      }
+      expect(results.filter((r) => r.outcome === "acked").length).toBe(seqs.length);
+    } finally {
+      stop.abort();
+      await running;
+      await spy[Symbol.asyncDispose]();
+      await f.jsm.streams.delete(f.stream);
+      await worker.close();
+      await nc.close();
+    }
+  });
+
   it("a thread that cannot log in leaves the beats to the main thread, and says so", async () => {
     await using auth = await startServer({ config: authorization(["{ user: svc, password: right-pass }"]) });
     const nc = await auth.connect({ user: "svc", pass: "right-pass" });
