@@ -232,14 +232,26 @@ describe("lossless settling on a real nats-server", () => {
     let writes = 0;
     const committed = new Set<number>();
     const shutdown = new AbortController();
+    // Each write and each frame, for the message of a failure (this took 4–5 s in every run but
+    // one, which waited out 20 s on a loaded row).
+    const t0 = performance.now();
+    const attempts: string[] = [];
     const running = ack.run(await f.js.consumers.get(f.stream, f.consumer), async (msgs) => {
       writes += msgs.length;
+      attempts.push(`${Math.round(performance.now() - t0)} ms: write ${msgs.map((m) => `${m.seq}@${m.info.deliveryCount}`).join(" ")}`);
       if (performance.now() < downUntil) throw new TemporarySinkError("database down");
       for (const m of msgs) committed.add(m.seq);
     }, { batchSize: 5, expiresMs: 1000, signal: shutdown.signal });
-    await eventually(() => committed.size === 5, "every message to commit after the outage", 20_000);
-    shutdown.abort();
-    await running;
+    try {
+      await eventually(() => committed.size === 5, "every message to commit after the outage", 20_000);
+    } catch (err) {
+      const frames = spy.frames.map((x) => `${Math.round(x.at - t0)} ms: ${x.payload} ${x.streamSequence}@${x.deliveryCount}`);
+      throw new Error([(err as Error).message, ...attempts, ...frames].join("\n"), { cause: err });
+    } finally {
+      // Stopped on every path: a loop left running fails on the file's closed connection later.
+      shutdown.abort();
+      await running;
+    }
     expect(writes).toBeLessThanOrEqual(25);
     const naks = spy.of("-NAK");
     expect(naks.length).toBeGreaterThan(0);
