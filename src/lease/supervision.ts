@@ -21,6 +21,7 @@ import type { CheckedThreadConnection } from "./heartbeat-thread-options.js";
 import { COALESCE_MS, type Scheduler, type ScheduledTask, type SchedulerEntry } from "./scheduler.js";
 import { StallWatch, type StallWatcher } from "./stall-watch.js";
 import { ThreadBeats } from "./thread-beats.js";
+import { BatchLease } from "./batch-lease.js";
 import type { Lease, WithInProgressOptions } from "./work-context.js";
 import type { SupervisionHandle, WorkRun } from "./work-run.js";
 
@@ -105,21 +106,12 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
 
   /** The batch lease, made on first use. */
   get lease(): Lease {
-    if (this.#lease === undefined) {
-      const tracker = this.#tracker;
-      const clock = this.#scheduler.clock;
-      const self = this;
-      this.#lease = {
-        get deadline() {
-          return Date.now() + (tracker.deadline - clock.now());
-        },
-        remainingMs: () => tracker.deadline - clock.now(),
-        get expired() {
-          return self.#expired;
-        },
-      };
-    }
-    return this.#lease;
+    return (this.#lease ??= new BatchLease(this.#tracker, this.#scheduler.clock, this));
+  }
+
+  /** The lease's deadline passed without an accepted heartbeat. */
+  get expired(): boolean {
+    return this.#expired;
   }
 
   start(): void {
@@ -470,3 +462,4 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
     else this.#scheduler.schedule(this, due, now);
   }
 }
+

@@ -34,6 +34,24 @@ describe("the work context", () => {
     expect(seen.remaining).toBeGreaterThan(9000);
   });
 
+  it("the lease's members work detached from it, and it is the same object on every read", async () => {
+    const seen = await withInProgress(fakeMsg(), (ctx) => {
+      const lease = ctx.lease!;
+      const { remainingMs, deadline, expired } = lease;
+      const logged = JSON.parse(JSON.stringify(lease)) as Record<string, unknown>;
+      return { same: ctx.lease === lease, remaining: remainingMs(), again: lease.remainingMs === remainingMs, deadline, expired, logged };
+    }, policy);
+    expect(seen.same).toBe(true);
+    expect(seen.again).toBe(true);
+    expect(seen.remaining).toBeGreaterThan(9000);
+    expect(seen.remaining).toBeLessThanOrEqual(10_000);
+    expect(seen.deadline).toBeGreaterThan(Date.now() + 8000);
+    expect(seen.expired).toBe(false);
+    expect(Object.keys(seen.logged).sort()).toEqual(["deadline", "expired", "remainingMs"]);
+    expect(seen.logged["expired"]).toBe(false);
+    expect(seen.logged["remainingMs"]).toBeGreaterThan(9000);
+  });
+
   it("an abort before the work read the signal still shows on it, with the reason", async () => {
     const clock = new ManualClock();
     const scheduler = new Scheduler(clock);
