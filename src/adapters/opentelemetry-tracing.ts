@@ -138,7 +138,9 @@ function startSpan(tracer: Tracer, batch: TracedBatch): BatchTrace {
 /** One link per message whose headers carry a valid producer context (duplicates kept once). */
 function producerLinks(messages: readonly TracedMessage[]): Link[] {
   const links: Link[] = [];
-  const seen = new Set<string>();
+  // Keyed by span id, with the trace ids seen with it: building a "trace/span" string key for
+  // every message cost more than the lookup, and a repeated context skips the validity check.
+  const seen = new Map<string, string | string[]>();
   for (const m of messages) {
     let headers: TracedMessage["headers"];
     try {
@@ -148,10 +150,13 @@ function producerLinks(messages: readonly TracedMessage[]): Link[] {
     }
     if (headers === undefined) continue;
     const spanContext = trace.getSpanContext(propagation.extract(ROOT_CONTEXT, headers, headerGetter));
-    if (spanContext === undefined || !trace.isSpanContextValid(spanContext)) continue;
-    const key = `${spanContext.traceId}/${spanContext.spanId}`;
-    if (seen.has(key)) continue;
-    seen.add(key);
+    if (spanContext === undefined) continue;
+    const { spanId, traceId } = spanContext;
+    const known = seen.get(spanId);
+    if (known === traceId || (Array.isArray(known) && known.includes(traceId))) continue;
+    if (!trace.isSpanContextValid(spanContext)) continue;
+    if (known === undefined) seen.set(spanId, traceId);
+    else seen.set(spanId, Array.isArray(known) ? [...known, traceId] : [known, traceId]);
     links.push({ context: spanContext });
   }
   return links;
