@@ -4,6 +4,7 @@
  * linear drift cancels), and each arm is warmed up before anything is recorded.
  */
 import { readFileSync } from "node:fs";
+import { PerformanceObserver } from "node:perf_hooks";
 import { setImmediate as yieldToLoop } from "node:timers/promises";
 
 /** One arm of a comparison: produces one sample per call (a duration, a rate, a CPU figure). */
@@ -116,4 +117,25 @@ export function untilAcked(n: number): { readonly all: Promise<void>; readonly o
       if (acked >= n) done();
     },
   };
+}
+
+/**
+ * Runs `body` and adds up the garbage collector's pauses of the main thread meanwhile (ms), as
+ * Node.js reports them (`gc` performance entries: scavenges and full collections alike).
+ */
+export async function withGcPauses<T>(body: () => Promise<T>): Promise<{ readonly result: T; readonly gcMs: number }> {
+  let gcMs = 0;
+  const add = (entries: readonly { readonly duration: number }[]): void => {
+    for (const e of entries) gcMs += e.duration;
+  };
+  const observer = new PerformanceObserver((list) => add(list.getEntries()));
+  observer.observe({ entryTypes: ["gc"] });
+  try {
+    const result = await body();
+    // Entries not yet handed to the callback.
+    add(observer.takeRecords());
+    return { result, gcMs };
+  } finally {
+    observer.disconnect();
+  }
 }

@@ -14,7 +14,7 @@ import type { Bench } from "../context.js";
 import { figure, goals, type Figure } from "../figure.js";
 import { addConsumer, createStream, waitAllAcked, type BenchStream } from "../jetstream.js";
 import { fakeMsgs } from "../fake-msg.js";
-import { cpuMs, interleave, median, medians, nowNs, pluck, untilAcked } from "../measure.js";
+import { cpuMs, interleave, median, medians, nowNs, pluck, untilAcked, withGcPauses } from "../measure.js";
 import { countSocketWrites } from "../socket-writes.js";
 
 export const ACK_WAIT_MS = 30_000;
@@ -73,6 +73,8 @@ export interface Sample {
   readonly cpuUs: number;
   /** Socket writes per fetched batch (NaN when the client's internals are not reachable). */
   readonly writes: number;
+  /** The garbage collector's pauses of the main thread per message, µs. */
+  readonly gcUs: number;
 }
 
 /** Counts the client's socket writes while `body` runs (NaN when the client's internals are not reachable). */
@@ -130,12 +132,15 @@ async function settleAlone(batchSize: number, rounds: number, enabled: VerifiedI
 export async function arm(s: BenchStream, shape: Shape, body: (consumer: Consumer) => Promise<number>): Promise<Sample> {
   const { name, consumer } = await addConsumer(s, { ackWaitMs: ACK_WAIT_MS, maxAckPending: Math.max(1000, shape.batchSize * 2) });
   const cpu0 = cpuMs();
-  const { result: seconds, writes } = await countingWrites(s.nc, () => body(consumer));
+  const {
+    result: { result: seconds, writes },
+    gcMs,
+  } = await withGcPauses(() => countingWrites(s.nc, () => body(consumer)));
   const cpuUs = ((cpuMs() - cpu0) * 1000) / shape.n;
   const counts = await waitAllAcked(s, name, shape.n);
   if (counts.delivered !== shape.n || counts.redelivered !== 0) throw new Error(`end-to-end arm: ${JSON.stringify(counts)}`);
   await s.jsm.consumers.delete(s.stream, name);
-  return { rate: shape.n / seconds, cpuUs, writes: writes / (shape.n / shape.batchSize) };
+  return { rate: shape.n / seconds, cpuUs, writes: writes / (shape.n / shape.batchSize), gcUs: (gcMs * 1000) / shape.n };
 }
 
 export async function endToEnd(bench: Bench): Promise<Figure[]> {
@@ -167,6 +172,7 @@ export async function endToEnd(bench: Bench): Promise<Figure[]> {
     const rate = of("rate");
     const cpu = of("cpuUs");
     const writes = of("writes");
+    const gc = of("gcUs");
     const what = `${shape.n.toLocaleString("en-US")} msgs, batch ${shape.batchSize}, expires ${shape.expiresMs} ms, no-op write`;
     const hand = "hand-written fetch → write → ack loop";
     const out: Figure[] = [];
@@ -204,6 +210,18 @@ export async function endToEnd(bench: Bench): Promise<Figure[]> {
           baselineName: "await write(); ack each",
           baseline: aloneM.hand,
           samples: { value: alone[k], baseline: alone.hand },
+        }),
+      );
+      out.push(
+        figure({
+          id: `3${"ij"[i]}`,
+          item: 3,
+          name: `  garbage collector's pauses per message, heartbeats ${k} (same arms)`,
+          unit: "µs GC/msg",
+          value: gc[k],
+          baselineName: "hand-written loop",
+          baseline: gc.hand,
+          samples: { value: pluck(samples[k], "gcUs"), baseline: pluck(samples.hand, "gcUs") },
         }),
       );
       if (Number.isFinite(writes[k])) {
