@@ -156,7 +156,8 @@ function producerLinks(messages: readonly TracedMessage[]): Link[] {
     if (known === traceId || (Array.isArray(known) && known.includes(traceId))) continue;
     if (!trace.isSpanContextValid(spanContext)) continue;
     if (known === undefined) seen.set(spanId, traceId);
-    else seen.set(spanId, Array.isArray(known) ? [...known, traceId] : [known, traceId]);
+    else if (Array.isArray(known)) known.push(traceId);
+    else seen.set(spanId, [known, traceId]);
     links.push({ context: spanContext });
   }
   return links;

@@ -462,4 +462,3 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
     else this.#scheduler.schedule(this, due, now);
   }
 }
-

@@ -27,6 +27,8 @@ export interface Fixture {
   readonly stream: string;
   readonly consumer: string;
   readonly subject: string;
+  /** A stream with more than one replica: its calls wait longer, and are asked again. */
+  readonly replicated?: boolean;
 }
 
 export interface FixtureOptions {
@@ -39,15 +41,52 @@ export interface FixtureOptions {
   readonly replicas?: number;
   /** Extra consumer config. */
   readonly consumer?: Partial<ConsumerConfig>;
+  /**
+   * How long the fixture's JetStream API calls and publishes wait for an answer (default: the
+   * client's 5 s; 20 s for a replicated stream, whose placement waits for a leader election).
+   */
+  readonly apiTimeoutMs?: number;
+}
+
+/**
+ * A replicated fixture's API calls wait longer than the client's 5 s: on a loaded 3-node
+ * cluster with a node just restarted and catching up, placing an R3 stream or consumer can take
+ * longer than that.
+ */
+const REPLICATED_API_TIMEOUT_MS = 20_000;
+
+/** The client's "no answer in time" (3.x `TimeoutError`, 2.x `NatsError` code `TIMEOUT`). */
+export function isTimeout(err: unknown): boolean {
+  const e = err as { name?: unknown; code?: unknown } | undefined;
+  return e?.name === "TimeoutError" || e?.code === "TIMEOUT";
+}
+
+/**
+ * Runs `attempt` again while it times out (a request that met no leader), for up to `withinMs`;
+ * only for idempotent calls (a create with the same config, a publish with a message id).
+ */
+export async function againOnTimeout<T>(attempt: () => Promise<T>, withinMs: number): Promise<T> {
+  const deadline = performance.now() + withinMs;
+  for (;;) {
+    try {
+      return await attempt();
+    } catch (err) {
+      if (!isTimeout(err) || performance.now() >= deadline) throw err;
+    }
+  }
 }
 
 /** Creates a stream with one subject and a durable pull consumer with explicit acks. */
 export async function createFixture(nc: NatsConnection, options: FixtureOptions = {}): Promise<Fixture> {
-  const jsm = await jetstreamManager(nc);
+  const replicated = (options.replicas ?? 1) > 1;
+  const timeout = options.apiTimeoutMs ?? (replicated ? REPLICATED_API_TIMEOUT_MS : undefined);
+  const jsm = await jetstreamManager(nc, timeout === undefined ? {} : { timeout });
   const stream = uniqueName("S");
   const consumer = uniqueName("C");
   const subject = `${stream.toLowerCase()}.events`;
-  await jsm.streams.add({ name: stream, subjects: [subject], num_replicas: options.replicas ?? 1 });
+  // Creates with the same config are idempotent: asked again when one met no leader.
+  const within = replicated ? 2 * REPLICATED_API_TIMEOUT_MS : 0;
+  await againOnTimeout(() => jsm.streams.add({ name: stream, subjects: [subject], num_replicas: options.replicas ?? 1 }), within);
   const config: Partial<ConsumerConfig> = {
     durable_name: consumer,
     ack_policy: AckPolicy.Explicit,
@@ -58,15 +97,24 @@ export async function createFixture(nc: NatsConnection, options: FixtureOptions 
     ...(options.replicas !== undefined ? { num_replicas: options.replicas } : {}),
     ...options.consumer,
   };
-  await jsm.consumers.add(stream, config);
-  return { nc, js: jetstream(nc), jsm, stream, consumer, subject };
+  await againOnTimeout(() => jsm.consumers.add(stream, config), within);
+  return { nc, js: jetstream(nc, timeout === undefined ? {} : { timeout }), jsm, stream, consumer, subject, replicated };
 }
 
-/** Publishes `n` messages (`msg-1` …) and returns their stream sequences. */
+let published = 0;
+
+/**
+ * Publishes `n` messages (`msg-1` …) and returns their stream sequences. On a replicated
+ * fixture, a publish that timed out (a stream leader election) is sent again under its message
+ * id, so the stream keeps one copy.
+ */
 export async function publish(f: Fixture, n: number, body = (i: number) => `msg-${i}`): Promise<number[]> {
   const seqs: number[] = [];
   for (let i = 1; i <= n; i++) {
-    const ack = await f.js.publish(f.subject, body(i));
+    const data = body(i);
+    published += 1;
+    const msgID = `${f.stream}-${process.pid}-${published}`;
+    const ack = f.replicated ? await againOnTimeout(() => f.js.publish(f.subject, data, { msgID }), 2 * REPLICATED_API_TIMEOUT_MS) : await f.js.publish(f.subject, data);
     seqs.push(ack.seq);
   }
   return seqs;

@@ -60,6 +60,20 @@ export async function consumerInfoWhen(
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last: ${String(last)})`);
 }
 
+/**
+ * Awaits one step of a scenario; a failure names the step, so a client's bare "TIMEOUT" in a
+ * run's log says which call met it.
+ */
+export async function step<T>(what: string, work: Promise<T>): Promise<T> {
+  try {
+    return await work;
+  } catch (err) {
+    const e = err as { name?: unknown; code?: unknown; message?: unknown } | undefined;
+    const label = [e?.name, e?.code].filter((x) => typeof x === "string" && x !== "").join(" ");
+    throw new Error(`${what}: ${label}${label ? ": " : ""}${String(e?.message ?? err)}`, { cause: err });
+  }
+}
+
 /** A deferred the scenario resolves by hand. */
 export function deferred<T = void>(): { promise: Promise<T>; resolve: (v: T) => void } {
   let resolve!: (v: T) => void;

@@ -18,7 +18,7 @@ import { expect } from "vitest";
 import { CommitThenAck, InMemoryMetrics, MetricNames, type BatchResult } from "../../../src/index.js";
 import { createFixture, publish } from "../../helpers/jetstream.js";
 import type { NatsCluster } from "../../helpers/nats-server.js";
-import { RECONNECT, consumerInfoWhen, deferred, sleep, watchUnhandledRejections } from "../support.js";
+import { RECONNECT, consumerInfoWhen, deferred, sleep, step, watchUnhandledRejections } from "../support.js";
 
 export type Election = "stream-stepdown" | "consumer-stepdown" | "kill-leader";
 
@@ -53,13 +53,13 @@ export async function loopElectionScenario(cluster: NatsCluster, o: LoopElection
   const stop = new AbortController();
   let running: Promise<void> | undefined;
   try {
-    const admin = await cluster.connect(RECONNECT);
+    const admin = await step("connecting the admin", cluster.connect(RECONNECT));
     conns.push(admin);
-    const f = await createFixture(admin, { ackWaitMs: 2000, replicas: 3 });
+    const f = await step("creating the R3 stream and consumer", createFixture(admin, { ackWaitMs: 2000, replicas: 3 }));
     const initial = await consumerInfoWhen(admin, f.stream, f.consumer, (c) => Boolean(c.cluster?.leader), "a consumer leader");
     const leaderNode = cluster.servers.find((s) => s.options.name === initial.cluster!.leader);
     const servers = o.workerOnLeader ? [leaderNode!.url, ...cluster.urls.filter((u) => u !== leaderNode!.url)] : cluster.urls;
-    const worker = await cluster.connect({ ...RECONNECT, servers, noRandomize: o.workerOnLeader === true });
+    const worker = await step("connecting the worker", cluster.connect({ ...RECONNECT, servers, noRandomize: o.workerOnLeader === true }));
     conns.push(worker);
     let workerDisconnects = 0;
     const cut = deferred();
@@ -70,14 +70,17 @@ export async function loopElectionScenario(cluster: NatsCluster, o: LoopElection
         cut.resolve();
       }
     })();
-    const published = await publish(f, o.messages);
+    const published = await step("publishing", publish(f, o.messages));
     const metrics = new InMemoryMetrics();
-    const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, {
-      inProgress: { enabled: true, intervalMs: 500, maxHeartbeats: 100 },
-      connection: worker,
-      metrics,
-      ...(o.confirm ? {} : { confirmAck: false as const }),
-    });
+    const ack = await step(
+      "CommitThenAck.forConsumer",
+      CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, {
+        inProgress: { enabled: true, intervalMs: 500, maxHeartbeats: 100 },
+        connection: worker,
+        metrics,
+        ...(o.confirm ? {} : { confirmAck: false as const }),
+      }),
+    );
     const writes = new Map<number, number>();
     const record = (seq: number): void => void writes.set(seq, (writes.get(seq) ?? 0) + 1);
     // With the worker on the leader's server, the writes from the fault on end at the cut (bounded).
@@ -86,7 +89,7 @@ export async function loopElectionScenario(cluster: NatsCluster, o: LoopElection
       else await sleep(o.writeMs ?? 40);
     };
     const results: BatchResult[] = [];
-    const consumer = await jetstream(worker).consumers.get(f.stream, f.consumer);
+    const consumer = await step("reading the consumer on the worker", jetstream(worker, { timeout: 20_000 }).consumers.get(f.stream, f.consumer));
     running =
       o.loop === "run"
         ? ack.run(consumer, async (msgs) => {
@@ -104,13 +107,13 @@ export async function loopElectionScenario(cluster: NatsCluster, o: LoopElection
     const oldLeader = initial.cluster!.leader!;
     let killed: (typeof cluster.servers)[number] | undefined;
     if (o.election === "stream-stepdown") {
-      await admin.request(`$JS.API.STREAM.LEADER.STEPDOWN.${f.stream}`, "", { timeout: 5000 });
+      await step("stream leader step-down", admin.request(`$JS.API.STREAM.LEADER.STEPDOWN.${f.stream}`, "", { timeout: 5000 }));
     } else if (o.election === "consumer-stepdown") {
-      await admin.request(`$JS.API.CONSUMER.LEADER.STEPDOWN.${f.stream}.${f.consumer}`, "", { timeout: 5000 });
+      await step("consumer leader step-down", admin.request(`$JS.API.CONSUMER.LEADER.STEPDOWN.${f.stream}.${f.consumer}`, "", { timeout: 5000 }));
     } else {
       killed = cluster.servers.find((s) => s.options.name === oldLeader);
       expect(killed, `server ${oldLeader}`).toBeDefined();
-      await killed!.kill();
+      await step("killing the leader's server", killed!.kill());
     }
     const after = await consumerInfoWhen(
       admin,
@@ -127,11 +130,11 @@ export async function loopElectionScenario(cluster: NatsCluster, o: LoopElection
     // A redelivery of a message whose ACK was lost would come AckWait after the election: wait it out.
     await sleep(2500);
     stop.abort();
-    await running;
+    await step("the loop ending", running);
     if (killed) {
-      await killed.restart();
+      await step("restarting the killed server", killed.restart());
       // Caught up again before the next scenario places a stream on every node.
-      await cluster.waitForJetStream(30_000);
+      await step("JetStream on every node again", cluster.waitForJetStream(30_000));
     }
     expect(unhandled.seen).toEqual([]);
     expect([...writes.keys()].sort((a, b) => a - b)).toEqual(published);
