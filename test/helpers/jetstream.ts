@@ -55,28 +55,38 @@ export interface FixtureOptions {
  */
 const REPLICATED_API_TIMEOUT_MS = 20_000;
 
-/** The client's "no answer in time" (3.x `TimeoutError`, 2.x `NatsError` code `TIMEOUT`). */
-export function isTimeout(err: unknown): boolean {
-  const e = err as { name?: unknown; code?: unknown } | undefined;
-  return e?.name === "TimeoutError" || e?.code === "TIMEOUT";
+/**
+ * A request nobody answered: no answer in time (3.x `TimeoutError`, 2.x code `TIMEOUT`), or no
+ * responders (a stream just placed on a cluster whose subject interest has not reached the
+ * node the client is on yet: 3.x reports a publish as `JetStreamNotEnabled`, 2.x code `503`).
+ * Looks through `cause`.
+ */
+export function isUnanswered(err: unknown): boolean {
+  for (let e = err as { name?: unknown; code?: unknown; message?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 5; e = e.cause as typeof e, depth++) {
+    if (e.name === "TimeoutError" || e.code === "TIMEOUT") return true;
+    if (e.name === "NoRespondersError" || e.name === "NoResponders" || e.name === "JetStreamNotEnabled" || e.code === "503") return true;
+    if (typeof e.message === "string" && /no responders/i.test(e.message)) return true;
+  }
+  return false;
 }
 
 /**
- * Runs `attempt` again while it times out (a request that met no leader), for up to `withinMs`;
- * only for idempotent calls (a create with the same config, a publish with a message id).
+ * Runs `attempt` again while nobody answers it (a request that met no leader, or no interest
+ * yet), for up to `withinMs`, 100 ms apart; only for idempotent calls (a create with the same
+ * config, a publish with a message id).
  */
-export async function againOnTimeout<T>(attempt: () => Promise<T>, withinMs: number): Promise<T> {
+export async function againWhileUnanswered<T>(attempt: () => Promise<T>, withinMs: number): Promise<T> {
   const deadline = performance.now() + withinMs;
   for (;;) {
     try {
       return await attempt();
     } catch (err) {
-      if (!isTimeout(err) || performance.now() >= deadline) throw err;
+      if (!isUnanswered(err) || performance.now() >= deadline) throw err;
+      await sleep(100);
     }
   }
 }
 
-/** Creates a stream with one subject and a durable pull consumer with explicit acks. */
 export async function createFixture(nc: NatsConnection, options: FixtureOptions = {}): Promise<Fixture> {
   const replicated = (options.replicas ?? 1) > 1;
   const timeout = options.apiTimeoutMs ?? (replicated ? REPLICATED_API_TIMEOUT_MS : undefined);
@@ -86,7 +96,7 @@ export async function createFixture(nc: NatsConnection, options: FixtureOptions 
   const subject = `${stream.toLowerCase()}.events`;
   // Creates with the same config are idempotent: asked again when one met no leader.
   const within = replicated ? 2 * REPLICATED_API_TIMEOUT_MS : 0;
-  await againOnTimeout(() => jsm.streams.add({ name: stream, subjects: [subject], num_replicas: options.replicas ?? 1 }), within);
+  await againWhileUnanswered(() => jsm.streams.add({ name: stream, subjects: [subject], num_replicas: options.replicas ?? 1 }), within);
   const config: Partial<ConsumerConfig> = {
     durable_name: consumer,
     ack_policy: AckPolicy.Explicit,
@@ -97,7 +107,7 @@ export async function createFixture(nc: NatsConnection, options: FixtureOptions 
     ...(options.replicas !== undefined ? { num_replicas: options.replicas } : {}),
     ...options.consumer,
   };
-  await againOnTimeout(() => jsm.consumers.add(stream, config), within);
+  await againWhileUnanswered(() => jsm.consumers.add(stream, config), within);
   return { nc, js: jetstream(nc, timeout === undefined ? {} : { timeout }), jsm, stream, consumer, subject, replicated };
 }
 
@@ -105,7 +115,7 @@ let published = 0;
 
 /**
  * Publishes `n` messages (`msg-1` …) and returns their stream sequences. On a replicated
- * fixture, a publish that timed out (a stream leader election) is sent again under its message
+ * fixture, a publish nobody answered (a stream leader election, interest not there yet) is sent again under its message
  * id, so the stream keeps one copy.
  */
 export async function publish(f: Fixture, n: number, body = (i: number) => `msg-${i}`): Promise<number[]> {
@@ -114,7 +124,7 @@ export async function publish(f: Fixture, n: number, body = (i: number) => `msg-
     const data = body(i);
     published += 1;
     const msgID = `${f.stream}-${process.pid}-${published}`;
-    const ack = f.replicated ? await againOnTimeout(() => f.js.publish(f.subject, data, { msgID }), 2 * REPLICATED_API_TIMEOUT_MS) : await f.js.publish(f.subject, data);
+    const ack = f.replicated ? await againWhileUnanswered(() => f.js.publish(f.subject, data, { msgID }), 2 * REPLICATED_API_TIMEOUT_MS) : await f.js.publish(f.subject, data);
     seqs.push(ack.seq);
   }
   return seqs;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { AckSpy } from "../helpers/ack-spy.js";
-import { consumerInfo, createFixture, fetchBatch, publish, uniqueName } from "../helpers/jetstream.js";
+import { againWhileUnanswered, consumerInfo, createFixture, fetchBatch, publish, uniqueName } from "../helpers/jetstream.js";
 import { startCluster, startServer } from "../helpers/nats-server.js";
 
 describe("test harness on a real nats-server", () => {
@@ -55,7 +55,9 @@ describe("test harness on a real nats-server", () => {
       const name = uniqueName("R3");
       await jsm.streams.add({ name, subjects: [`${name.toLowerCase()}.>`], num_replicas: 3 });
       const js = jsm.jetstream();
-      const ack = await js.publish(`${name.toLowerCase()}.x`, "hello");
+      // The stream's subject interest can reach the node this client is on a moment after the
+      // create returned (no responders): asked again under a message id.
+      const ack = await againWhileUnanswered(() => js.publish(`${name.toLowerCase()}.x`, "hello", { msgID: `${name}-1` }), 20_000);
       expect(ack.seq).toBe(1);
       const info = await jsm.streams.info(name);
       expect(info.cluster?.leader).toBeTruthy();
