@@ -38,7 +38,10 @@ export interface HeartbeatFailedEvent extends BatchEventBase {
   readonly failedMessages: number;
   /** The error's class name (`TimeoutError`, `ConnectionClosedError`, …), never its message. */
   readonly errorName: string;
-  /** True when supervision ended because the connection is closed. */
+  /**
+   * True when supervision ended because the connection is closed, or (beats from the heartbeat
+   * thread) when the server did not confirm the thread's beats before the final frame.
+   */
   readonly final: boolean;
 }
 

@@ -153,7 +153,31 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
     const thread = this.#thread;
     if (thread === undefined) return undefined;
     this.#thread = undefined;
-    return thread.quiet();
+    return thread.quiet().then((failure) => {
+      if (failure !== undefined) this.#notFlushed(failure);
+    });
+  }
+
+  /**
+   * The thread's beats were not confirmed to have reached the server before the final frame
+   * (its connection is slow or silently cut): one that is still on its way may follow the frame
+   * and cut a NAK's delay to AckWait. Reported as a final failed beat.
+   */
+  #notFlushed(err: unknown): void {
+    this.#threadFailed(errorName(err), true);
+  }
+
+  /** A failure of the thread itself, for the whole batch: one failed beat. */
+  #threadFailed(name: string, final: boolean): void {
+    this.#metrics.count(MetricNames.IN_PROGRESS_FAILURES_TOTAL);
+    publishLeaseEvent("heartbeatFailed", () => ({
+      batchId: this.#batchId,
+      batchSize: this.#msgs.length,
+      beat: this.beats,
+      failedMessages: this.#msgs.length,
+      errorName: name,
+      final,
+    }));
   }
 
   /** No more beats (abort, limit, closed connection); the lease is still watched. */
@@ -322,16 +346,8 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
       this.#releasedOnThread = new Uint8Array(this.#msgs.length);
       return;
     }
-    // Beats come from this thread instead: counted as a failure so the fallback is seen.
-    this.#metrics.count(MetricNames.IN_PROGRESS_FAILURES_TOTAL);
-    publishLeaseEvent("heartbeatFailed", () => ({
-      batchId: this.#batchId,
-      batchSize: this.#msgs.length,
-      beat: 0,
-      failedMessages: this.#msgs.length,
-      errorName: errorName(started),
-      final: false,
-    }));
+    // Beats come from this thread instead: counted as a failure so the fallback is seen (beat 0).
+    this.#threadFailed(errorName(started), false);
   }
 
   /** A main-thread tick in thread mode: read what the thread did, watch the deadline. */
@@ -419,15 +435,7 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
     this.#stall.threaded = false;
     // Stops and gives the handle back; nothing to flush on a thread that is gone.
     void thread.quiet();
-    this.#metrics.count(MetricNames.IN_PROGRESS_FAILURES_TOTAL);
-    publishLeaseEvent("heartbeatFailed", () => ({
-      batchId: this.#batchId,
-      batchSize: this.#msgs.length,
-      beat: this.beats,
-      failedMessages: this.#msgs.length,
-      errorName: "HeartbeatThreadError",
-      final: false,
-    }));
+    this.#threadFailed("HeartbeatThreadError", false);
     if (this.#beating && !this.#finishing) this.#nextBeat = now;
   }
 

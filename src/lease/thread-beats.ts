@@ -129,18 +129,22 @@ export class ThreadBeats {
   /**
    * Stops the beats and waits until every `+WPI` the thread sent reached the server, so a final
    * frame the host sends next (a NAK with a delay) cannot be overtaken by one; then gives the
-   * thread back. Bounded; never throws. A connection that is down has dropped what it held.
+   * thread back. Bounded; never throws: resolves the error when the server did not answer in
+   * time (a `+WPI` may still be on its way), else `undefined`. A connection that is down has
+   * dropped what it held.
    */
-  async quiet(): Promise<void> {
-    if (this.#released) return;
+  async quiet(): Promise<unknown> {
+    if (this.#released) return undefined;
     this.#released = true;
     try {
       // At least a second, whatever the interval: a +WPI still on a slow link when the wait
       // gives up reaches the server after the NAK that follows and cuts its delay to AckWait.
       if (this.#lease.beats > 0 && this.connected) await this.#lease.stopAndFlush(Math.min(MAX_QUIET_MS, Math.max(MIN_QUIET_MS, this.#intervalMs)));
       else this.#lease.stop();
-    } catch {
+      return undefined;
+    } catch (err) {
       // Not answered in time: the thread's connection is slow or gone; nothing more leaves.
+      return err ?? new HeartbeatThreadError("not_flushed", "the heartbeat thread's beats were not confirmed");
     } finally {
       this.#handle.release();
     }
