@@ -41,11 +41,6 @@ export interface FixtureOptions {
   readonly replicas?: number;
   /** Extra consumer config. */
   readonly consumer?: Partial<ConsumerConfig>;
-  /**
-   * How long the fixture's JetStream API calls and publishes wait for an answer (default: the
-   * client's 5 s; 20 s for a replicated stream, whose placement waits for a leader election).
-   */
-  readonly apiTimeoutMs?: number;
 }
 
 /**
@@ -87,10 +82,11 @@ export async function againWhileUnanswered<T>(attempt: () => Promise<T>, withinM
   }
 }
 
+/** Creates a stream with one subject and a durable pull consumer with explicit acks. */
 export async function createFixture(nc: NatsConnection, options: FixtureOptions = {}): Promise<Fixture> {
   const replicated = (options.replicas ?? 1) > 1;
-  const timeout = options.apiTimeoutMs ?? (replicated ? REPLICATED_API_TIMEOUT_MS : undefined);
-  const jsm = await jetstreamManager(nc, timeout === undefined ? {} : { timeout });
+  const api = replicated ? { timeout: REPLICATED_API_TIMEOUT_MS } : {};
+  const jsm = await jetstreamManager(nc, api);
   const stream = uniqueName("S");
   const consumer = uniqueName("C");
   const subject = `${stream.toLowerCase()}.events`;
@@ -108,23 +104,25 @@ export async function createFixture(nc: NatsConnection, options: FixtureOptions 
     ...options.consumer,
   };
   await againWhileUnanswered(() => jsm.consumers.add(stream, config), within);
-  return { nc, js: jetstream(nc, timeout === undefined ? {} : { timeout }), jsm, stream, consumer, subject, replicated };
+  return { nc, js: jetstream(nc, api), jsm, stream, consumer, subject, replicated };
 }
 
 let published = 0;
 
 /**
  * Publishes `n` messages (`msg-1` …) and returns their stream sequences. On a replicated
- * fixture, a publish nobody answered (a stream leader election, interest not there yet) is sent again under its message
- * id, so the stream keeps one copy.
+ * fixture, a publish nobody answered (a stream leader election, interest not there yet) is
+ * sent again under its message id, so the stream keeps one copy.
  */
 export async function publish(f: Fixture, n: number, body = (i: number) => `msg-${i}`): Promise<number[]> {
   const seqs: number[] = [];
   for (let i = 1; i <= n; i++) {
     const data = body(i);
-    published += 1;
-    const msgID = `${f.stream}-${process.pid}-${published}`;
-    const ack = f.replicated ? await againWhileUnanswered(() => f.js.publish(f.subject, data, { msgID }), 2 * REPLICATED_API_TIMEOUT_MS) : await f.js.publish(f.subject, data);
+    let ack;
+    if (f.replicated) {
+      const msgID = `${f.stream}-${process.pid}-${++published}`;
+      ack = await againWhileUnanswered(() => f.js.publish(f.subject, data, { msgID }), 2 * REPLICATED_API_TIMEOUT_MS);
+    } else ack = await f.js.publish(f.subject, data);
     seqs.push(ack.seq);
   }
   return seqs;
