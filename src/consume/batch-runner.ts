@@ -14,6 +14,7 @@ import { abortReasonOf } from "../lease/work-run.js";
 import { HeartbeatThread } from "../lease/heartbeat-thread.js";
 import { threadConnectionFor } from "../lease/heartbeat-thread-options.js";
 import { assertMessage, superviseWork } from "../lease/with-in-progress.js";
+import { nextTurn } from "../nats/next-turn.js";
 import { deliveringConnection } from "../nats/connection-state.js";
 import { deliveryInfo } from "../nats/message-access.js";
 import type { DisabledInProgressPolicy, VerifiedInProgressPolicy } from "../policy/in-progress-policy.js";
@@ -200,6 +201,11 @@ export class BatchRunner {
     }
     const writeMs = performance.now() - started;
     c.metrics.observe(MetricNames.BATCH_WRITE_SECONDS, writeMs / 1000);
+    // runEach: handlers that ended in this turn settle together, their frames in one socket
+    // write instead of one each. Not with beats from the heartbeat thread: that mode is chosen
+    // for a main thread that blocks, and a block later in this turn would hold the frames of a
+    // message whose beats just stopped.
+    if (origin === "runEach" && !(this.#beating && this.#heartbeat?.thread !== undefined)) await nextTurn();
     const lease = (ctx as WorkContext | undefined)?.lease;
     // After a shutdown began, settling gets the shutdown bound too.
     const budget = new ShutdownBudget(signal, c.shutdownTimeoutMs);

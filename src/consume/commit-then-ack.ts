@@ -340,8 +340,10 @@ export class CommitThenAck {
    * budget there — and while one pull is open another goes out once half a pull's worth of
    * handlers is free. Each message is supervised on its own lease (heartbeats for every message
    * in flight share the one scheduler timer) and settled by the decision table as a batch of
-   * one as soon as its handler settles. A handler's return value means success (only a thrown
-   * error is a failure); throw {@link TemporarySinkError} or {@link PermanentSinkError} to
+   * one when its handler settles: in the next turn of the event loop, together with every
+   * message whose handler ended in the same turn, so their frames share one socket write (at
+   * once with beats from the heartbeat thread). A handler's return value means success (only a
+   * thrown error is a failure); throw {@link TemporarySinkError} or {@link PermanentSinkError} to
    * choose the settle path. Pull expiry, shutdown, abandoned handlers, errors and priority
    * groups as for {@link CommitThenAck.run}; every settled message goes to `onResult`.
    *

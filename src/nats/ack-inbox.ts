@@ -111,21 +111,7 @@ export class AckInbox {
     this.#subscribe();
     const token = `${(++batches).toString(36)}`;
     this.#waiting.set(token, answered);
-    const nc = this.#nc;
-    const prefix = `${this.#prefix}.${token}.`;
-    return {
-      sendRuns: (runs) => {
-        for (const run of runs) {
-          const last = run.length - 1;
-          for (let j = 0; j < last; j++) nc.publish(ackSubjects[run[j]!]!, ACK);
-          nc.publish(ackSubjects[run[last]!]!, ACK, { reply: `${prefix}r${run[last]!}` });
-        }
-      },
-      resend: (indexes) => {
-        for (const i of indexes) nc.publish(ackSubjects[i]!, ACK, { reply: `${prefix}${i}` });
-      },
-      dispose: () => void this.#waiting.delete(token),
-    };
+    return new InboxBatch(this.#nc, this.#waiting, token, `${this.#prefix}.${token}.`, ackSubjects);
   }
 
   #subscribe(): void {
@@ -144,6 +130,41 @@ export class AckInbox {
         this.#waiting.get(rest.slice(0, dot))?.(index, msg.headers?.code ?? 0, run);
       },
     });
+  }
+}
+
+/** A batch's handle on the inbox: one object, no closures (a `runEach` message is a batch of its own). */
+class InboxBatch implements AckBatch {
+  readonly #nc: ConfirmingConnection;
+  readonly #waiting: Map<string, unknown>;
+  readonly #token: string;
+  readonly #prefix: string;
+  readonly #subjects: readonly string[];
+
+  constructor(nc: ConfirmingConnection, waiting: Map<string, unknown>, token: string, prefix: string, subjects: readonly string[]) {
+    this.#nc = nc;
+    this.#waiting = waiting;
+    this.#token = token;
+    this.#prefix = prefix;
+    this.#subjects = subjects;
+  }
+
+  sendRuns(runs: readonly (readonly number[])[]): void {
+    const nc = this.#nc;
+    const subjects = this.#subjects;
+    for (const run of runs) {
+      const last = run.length - 1;
+      for (let j = 0; j < last; j++) nc.publish(subjects[run[j]!]!, ACK);
+      nc.publish(subjects[run[last]!]!, ACK, { reply: `${this.#prefix}r${run[last]!}` });
+    }
+  }
+
+  resend(indexes: readonly number[]): void {
+    for (const i of indexes) this.#nc.publish(this.#subjects[i]!, ACK, { reply: `${this.#prefix}${i}` });
+  }
+
+  dispose(): void {
+    this.#waiting.delete(this.#token);
   }
 }
 

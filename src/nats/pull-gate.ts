@@ -10,6 +10,7 @@
  * This reads the client's iterator internals (`pull`, `pullOptions`, `pending`): the one place
  * that does. A client whose iterator has another shape is not gated (`undefined`).
  */
+import { nextTurn } from "./next-turn.js";
 
 /** Control of a gated consume iterator's pulls. */
 export interface PullGate {
@@ -89,7 +90,8 @@ export function gateConsumePulls(iter: unknown, room: () => number): PullGate | 
       // of the event loop (handlers whose timers fired together) share one request.
       if (closed || resuming) return;
       resuming = true;
-      setImmediate(() => {
+      // The turn the loop's final frames wait for too: the request leaves in their socket write.
+      void nextTurn().then(() => {
         resuming = false;
         if (!closed) iter.pull(iter.pullOptions());
       });

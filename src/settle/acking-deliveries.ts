@@ -29,7 +29,7 @@ export class AckingDeliveries {
    * The stream sequences of each batch of ACKs on their way (a loop has a few at most): plain
    * arrays, scanned — a batch's hash set cost more to build than all its lookups.
    */
-  readonly #batches = new Map<readonly number[], { readonly msgs: readonly JsMsg[]; readonly stamps: ArrayLike<number> | undefined }>();
+  readonly #batches = new Map<readonly number[], InFlight>();
   /**
    * Stream sequence → until when (monotonic ms) a late ACK still counts as on its way, and the
    * stored message's timestamp: one that was held over a disconnect or asked again can be
@@ -52,7 +52,7 @@ export class AckingDeliveries {
    */
   begin(msgs: readonly JsMsg[], ids?: StoredIds): readonly number[] {
     if (ids !== undefined && ids.sequences.length === msgs.length && ids.stamps.length === msgs.length) {
-      if (msgs.length > 0) this.#batches.set(ids.sequences, { msgs, stamps: ids.stamps });
+      if (msgs.length > 0) this.#batches.set(ids.sequences, inFlight(ids.sequences, msgs, ids.stamps));
       return ids.sequences;
     }
     const seqs: number[] = [];
@@ -64,7 +64,7 @@ export class AckingDeliveries {
       seqs.push(seq);
       read.push(msgs[i]!);
     }
-    if (seqs.length > 0) this.#batches.set(seqs, { msgs: read, stamps: undefined });
+    if (seqs.length > 0) this.#batches.set(seqs, inFlight(seqs, read, undefined));
     return seqs;
   }
 
@@ -85,7 +85,7 @@ export class AckingDeliveries {
       return;
     }
     const stamps = batch?.stamps ?? stampsOf(seqs, batch?.msgs);
-    if (confirmed) this.#keepConfirmed(seqs, stamps, now);
+    if (confirmed) this.#keepConfirmed(seqs, stamps, now, batch);
     if (graceMs <= 0) {
       if (this.#late.size > 0) this.#prune(now);
       return;
@@ -104,9 +104,11 @@ export class AckingDeliveries {
     if (this.#batches.size > 0 || this.#late.size > 0) {
       const seq = streamSequence(m);
       if (seq === undefined) return false;
-      for (const [seqs, { msgs, stamps }] of this.#batches) {
-        const i = seqs.indexOf(seq);
-        if (i >= 0 && sameStored(stamps !== undefined ? stamps[i] : storedStamp(msgs[i]!), m)) return true;
+      for (const b of this.#batches.values()) {
+        // The bounds first: a new arrival is almost always past every batch still in flight.
+        if (seq < b.min || seq > b.max) continue;
+        const i = b.seqs.indexOf(seq);
+        if (i >= 0 && sameStored(b.stamps !== undefined ? b.stamps[i] : storedStamp(b.msgs[i]!), m)) return true;
       }
       const late = this.#late.get(seq);
       if (late !== undefined && late.until > performance.now() && sameStored(late.stamp, m)) return true;
@@ -137,15 +139,9 @@ export class AckingDeliveries {
   }
 
   /** Keeps a confirmed batch; drops the oldest past their time or beyond the cap. */
-  #keepConfirmed(seqs: readonly number[], stamps: ArrayLike<number>, now: number): void {
+  #keepConfirmed(seqs: readonly number[], stamps: ArrayLike<number>, now: number, bounds: Bounds | undefined): void {
     if (seqs.length > 0) {
-      let min = seqs[0]!;
-      let max = min;
-      for (let i = 1; i < seqs.length; i++) {
-        const s = seqs[i]!;
-        if (s < min) min = s;
-        else if (s > max) max = s;
-      }
+      const { min, max } = bounds ?? boundsOf(seqs);
       this.#confirmed.push({ seqs, stamps, min, max, until: now + CONFIRMED_KEPT_MS });
       this.#confirmedCount += seqs.length;
     }
@@ -170,6 +166,35 @@ export class AckingDeliveries {
       this.#late.delete(seq);
     }
   }
+}
+
+/** The lowest and highest stream sequence of a batch. */
+interface Bounds {
+  readonly min: number;
+  readonly max: number;
+}
+
+/** A batch whose ACKs are on their way. */
+interface InFlight extends Bounds {
+  readonly seqs: readonly number[];
+  readonly msgs: readonly JsMsg[];
+  readonly stamps: ArrayLike<number> | undefined;
+}
+
+function boundsOf(seqs: readonly number[]): Bounds {
+  let min = seqs[0] ?? Number.NaN;
+  let max = min;
+  for (let i = 1; i < seqs.length; i++) {
+    const s = seqs[i]!;
+    if (s < min) min = s;
+    else if (s > max) max = s;
+  }
+  return { min, max };
+}
+
+function inFlight(seqs: readonly number[], msgs: readonly JsMsg[], stamps: ArrayLike<number> | undefined): InFlight {
+  const { min, max } = boundsOf(seqs);
+  return { seqs, msgs, stamps, min, max };
 }
 
 /**

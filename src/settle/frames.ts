@@ -5,7 +5,7 @@
 import type { JsMsg } from "@nats-io/jetstream";
 import { AckNotConfirmedError } from "../errors.js";
 import { connectionDown, requesterOf, serverVersionOf, type Requester } from "../nats/connection-state.js";
-import { AckInbox, consumerRuns, type ConfirmingConnection } from "../nats/ack-inbox.js";
+import { AckInbox, consumerRuns, type AckBatch, type ConfirmingConnection } from "../nats/ack-inbox.js";
 import { deliveryCount, isSettled, markSettled, replySubject } from "../nats/message-access.js";
 import { nakDelay, type NakDelay } from "../policy/nak-delay.js";
 import { TERM_REASON_SINCE, atLeast } from "../policy/server-version.js";
@@ -101,112 +101,184 @@ export function ackBatchConfirmed(
   budget: SettleBudget,
   bridgeElections: boolean,
 ): Promise<AckOutcome[]> {
-  const outcomes: AckOutcome[] = msgs.map(() => NOT_CONFIRMED);
+  const outcomes: AckOutcome[] = new Array<AckOutcome>(msgs.length).fill(NOT_CONFIRMED);
   const subjects: string[] = [];
   const index: number[] = [];
-  msgs.forEach((m, i) => {
+  for (let i = 0; i < msgs.length; i++) {
+    const m = msgs[i]!;
     const reply = isSettled(m) ? undefined : replySubject(m);
-    if (reply === undefined) return;
+    if (reply === undefined) continue;
     subjects.push(reply);
     index.push(i);
     markSettled(m);
-  });
+  }
   if (subjects.length === 0) return Promise.resolve(outcomes);
-  const timeoutMs = options.timeoutMs ?? DEFAULT_CONFIRM_TIMEOUT_MS;
-  const window = timeoutMs * ((options.retries ?? 2) + 1);
-  const started = performance.now();
-  let deadline = started + window;
-  return new Promise((resolve) => {
-    // Per frame: still unconfirmed (1) or confirmed (0); flags, not a set: a batch's frames
-    // are answered once each, and a set per batch cost more than every lookup in it.
-    const unconfirmed = new Uint8Array(subjects.length).fill(1);
-    let missing = subjects.length;
-    // Those the server refused in this attempt (a status instead of a confirmation).
-    const refused = new Set<number>();
-    let everRefused = false;
-    let attempts = 1;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const left = (): number => Math.min(deadline - performance.now(), budget.remainingMs());
-    const stillMissing = (): number[] => {
-      const out: number[] = [];
-      for (let k = 0; k < unconfirmed.length; k++) if (unconfirmed[k] === 1) out.push(k);
-      return out;
-    };
-    const finish = (): void => {
-      clearTimeout(timer);
-      sent.dispose();
-      const last = everRefused ? { name: "NoRespondersError" } : { name: "TimeoutError" };
-      const error = missing > 0 ? new AckNotConfirmedError(attempts, Object.assign(new Error("no confirmation"), last)) : undefined;
-      if (missing > 0) for (const k of stillMissing()) outcomes[index[k]!] = { confirmed: false, error };
-      resolve(outcomes);
-    };
-    // Not unref'd: settling awaits it, bounded by the deadline and the budget.
-    const arm = (ms: number): void => {
-      clearTimeout(timer);
-      const wait = Math.min(ms, left());
-      timer = wait > 0 ? setTimeout(resend, wait) : undefined;
-      if (wait <= 0) finish();
-    };
-    // A host's explicit confirmAck: at most `retries` more attempts, refused or timed out.
-    const maxAttempts = bridgeElections ? Number.POSITIVE_INFINITY : (options.retries ?? 2) + 1;
-    const resend = (): void => {
-      // While the client is between connections nothing it sends arrives: the loops keep asking
-      // until it is back, as for an election, up to a minute.
-      if (bridgeElections && connectionDown(msgs[0]!) === true) deadline = Math.min(started + ELECTION_CAP_MS, Math.max(deadline, performance.now() + window));
-      if (left() <= 0 || nc.isClosed() || attempts >= maxAttempts) {
-        finish();
-        return;
-      }
-      attempts += 1;
-      refused.clear();
-      sent.resend(stillMissing());
-      arm(timeoutMs);
-    };
-    // The first attempt: one reply per run of frames to one consumer; it answers for the run.
-    const runs = consumerRuns(subjects);
-    // The run each run's last frame answers for.
-    const runOf: (readonly number[] | undefined)[] = new Array<readonly number[] | undefined>(subjects.length);
-    for (const run of runs) runOf[run[run.length - 1]!] = run;
-    // Whether the answer concerned a frame still unconfirmed.
-    const answered = (k: number, status: number): boolean => {
-      if (unconfirmed[k] !== 1) return false;
-      if (status !== 0) {
-        everRefused = true;
-        refused.add(k);
-        return true;
-      }
-      unconfirmed[k] = 0;
-      missing -= 1;
-      if (refused.size > 0) refused.delete(k);
-      outcomes[index[k]!] = CONFIRMED;
+  return new Promise((resolve) => new ConfirmedBatch(msgs, options, nc, budget, bridgeElections, subjects, index, outcomes, resolve).start());
+}
+
+/**
+ * One batch of confirmed ACKs in flight: its frames, what the server answered, one timer. One
+ * object per batch, its steps methods: `runEach` confirms every message as a batch of its own,
+ * so closures made per batch were made per message.
+ */
+class ConfirmedBatch {
+  readonly #msgs: readonly JsMsg[];
+  readonly #nc: ConfirmingConnection;
+  readonly #budget: SettleBudget;
+  readonly #bridgeElections: boolean;
+  readonly #subjects: readonly string[];
+  /** Each frame's message, as an index into the batch. */
+  readonly #index: readonly number[];
+  readonly #outcomes: AckOutcome[];
+  readonly #resolve: (outcomes: AckOutcome[]) => void;
+  readonly #timeoutMs: number;
+  /** How long the attempts may take in all: `timeoutMs × (retries + 1)`. */
+  readonly #window: number;
+  /** A host's explicit confirmAck: at most `retries` more attempts, refused or timed out. */
+  readonly #maxAttempts: number;
+  readonly #started: number;
+  #deadline: number;
+  /**
+   * Per frame: still unconfirmed (1) or confirmed (0); flags, not a set: a batch's frames are
+   * answered once each, and a set per batch cost more than every lookup in it.
+   */
+  readonly #unconfirmed: Uint8Array;
+  #missing: number;
+  /** Frames the server refused in this attempt (a status instead of a confirmation); made on the first. */
+  #refused: Set<number> | undefined = undefined;
+  #everRefused = false;
+  #attempts = 1;
+  #timer: ReturnType<typeof setTimeout> | undefined = undefined;
+  /** The run each run's last frame answers for (first attempt: one reply per run). */
+  readonly #runOf: (readonly number[] | undefined)[];
+  readonly #runs: readonly (readonly number[])[];
+  readonly #sent: AckBatch;
+  readonly #resend = (): void => this.#onTimer();
+
+  constructor(
+    msgs: readonly JsMsg[],
+    options: ConfirmAckOptions,
+    nc: ConfirmingConnection,
+    budget: SettleBudget,
+    bridgeElections: boolean,
+    subjects: readonly string[],
+    index: readonly number[],
+    outcomes: AckOutcome[],
+    resolve: (outcomes: AckOutcome[]) => void,
+  ) {
+    this.#msgs = msgs;
+    this.#nc = nc;
+    this.#budget = budget;
+    this.#bridgeElections = bridgeElections;
+    this.#subjects = subjects;
+    this.#index = index;
+    this.#outcomes = outcomes;
+    this.#resolve = resolve;
+    this.#timeoutMs = options.timeoutMs ?? DEFAULT_CONFIRM_TIMEOUT_MS;
+    this.#window = this.#timeoutMs * ((options.retries ?? 2) + 1);
+    this.#maxAttempts = bridgeElections ? Number.POSITIVE_INFINITY : (options.retries ?? 2) + 1;
+    this.#started = performance.now();
+    this.#deadline = this.#started + this.#window;
+    this.#unconfirmed = new Uint8Array(subjects.length).fill(1);
+    this.#missing = subjects.length;
+    this.#runs = consumerRuns(subjects);
+    this.#runOf = new Array<readonly number[] | undefined>(subjects.length);
+    for (const run of this.#runs) this.#runOf[run[run.length - 1]!] = run;
+    this.#sent = AckInbox.for(nc).open(subjects, (k, status, run) => this.#onAnswer(k, status, run));
+  }
+
+  /** The first attempt: one reply per run of frames to one consumer; it answers for the run. */
+  start(): void {
+    this.#sent.sendRuns(this.#runs);
+    this.#arm(this.#timeoutMs);
+  }
+
+  #left(): number {
+    return Math.min(this.#deadline - performance.now(), this.#budget.remainingMs());
+  }
+
+  #stillMissing(): number[] {
+    const out: number[] = [];
+    const unconfirmed = this.#unconfirmed;
+    for (let k = 0; k < unconfirmed.length; k++) if (unconfirmed[k] === 1) out.push(k);
+    return out;
+  }
+
+  #finish(): void {
+    clearTimeout(this.#timer);
+    this.#sent.dispose();
+    if (this.#missing > 0) {
+      const last = this.#everRefused ? { name: "NoRespondersError" } : { name: "TimeoutError" };
+      const error = new AckNotConfirmedError(this.#attempts, Object.assign(new Error("no confirmation"), last));
+      for (const k of this.#stillMissing()) this.#outcomes[this.#index[k]!] = { confirmed: false, error };
+    }
+    this.#resolve(this.#outcomes);
+  }
+
+  /** Not unref'd: settling awaits it, bounded by the deadline and the budget. */
+  #arm(ms: number): void {
+    clearTimeout(this.#timer);
+    const wait = Math.min(ms, this.#left());
+    this.#timer = wait > 0 ? setTimeout(this.#resend, wait) : undefined;
+    if (wait <= 0) this.#finish();
+  }
+
+  #onTimer(): void {
+    // While the client is between connections nothing it sends arrives: the loops keep asking
+    // until it is back, as for an election, up to a minute.
+    if (this.#bridgeElections && connectionDown(this.#msgs[0]!) === true) this.#extendDeadline();
+    if (this.#left() <= 0 || this.#nc.isClosed() || this.#attempts >= this.#maxAttempts) {
+      this.#finish();
+      return;
+    }
+    this.#attempts += 1;
+    this.#refused?.clear();
+    this.#sent.resend(this.#stillMissing());
+    this.#arm(this.#timeoutMs);
+  }
+
+  #extendDeadline(): void {
+    this.#deadline = Math.min(this.#started + ELECTION_CAP_MS, Math.max(this.#deadline, performance.now() + this.#window));
+  }
+
+  /** Whether the answer concerned a frame still unconfirmed. */
+  #answered(k: number, status: number): boolean {
+    if (this.#unconfirmed[k] !== 1) return false;
+    if (status !== 0) {
+      this.#everRefused = true;
+      (this.#refused ??= new Set()).add(k);
       return true;
-    };
-    const sent = AckInbox.for(nc).open(subjects, (k, status, run) => {
-      // An answer names a frame of this batch (a run's answer, the last frame of a run); anything
-      // else is ignored.
-      if (!(k >= 0 && k < subjects.length)) return;
-      const members = run ? runOf[k] : undefined;
-      if (run && members === undefined) return;
-      let any = false;
-      if (members === undefined) any = answered(k, status);
-      else for (let j = 0; j < members.length; j++) any = answered(members[j]!, status) || any;
-      if (!any) return;
-      if (status !== 0) {
-        // While the server says nobody holds the consumer (an election), the ACK has certainly
-        // not landed: keep asking past the usual window, up to a minute, so it reaches the new
-        // leader as soon as there is one.
-        // (The loops' own default only: a host's explicit confirmAck keeps its own window — and
-        // a deleted consumer answers the same way.)
-        if (bridgeElections) deadline = Math.min(started + ELECTION_CAP_MS, Math.max(deadline, performance.now() + window));
-        // Nobody holds the consumer (an election): ask again soon, not at once.
-        if (refused.size === missing) arm(Math.min(timeoutMs, REFUSED_PAUSE_MS));
-        return;
-      }
-      if (missing === 0) finish();
-    });
-    sent.sendRuns(runs);
-    arm(timeoutMs);
-  });
+    }
+    this.#unconfirmed[k] = 0;
+    this.#missing -= 1;
+    this.#refused?.delete(k);
+    this.#outcomes[this.#index[k]!] = CONFIRMED;
+    return true;
+  }
+
+  #onAnswer(k: number, status: number, run: boolean): void {
+    // An answer names a frame of this batch (a run's answer, the last frame of a run); anything
+    // else is ignored.
+    if (!(k >= 0 && k < this.#subjects.length)) return;
+    const members = run ? this.#runOf[k] : undefined;
+    if (run && members === undefined) return;
+    let any = false;
+    if (members === undefined) any = this.#answered(k, status);
+    else for (let j = 0; j < members.length; j++) any = this.#answered(members[j]!, status) || any;
+    if (!any) return;
+    if (status !== 0) {
+      // While the server says nobody holds the consumer (an election), the ACK has certainly
+      // not landed: keep asking past the usual window, up to a minute, so it reaches the new
+      // leader as soon as there is one.
+      // (The loops' own default only: a host's explicit confirmAck keeps its own window — and
+      // a deleted consumer answers the same way.)
+      if (this.#bridgeElections) this.#extendDeadline();
+      // Nobody holds the consumer (an election): ask again soon, not at once.
+      if (this.#refused!.size === this.#missing) this.#arm(Math.min(this.#timeoutMs, REFUSED_PAUSE_MS));
+      return;
+    }
+    if (this.#missing === 0) this.#finish();
+  }
 }
 
 /** How soon an ACK the server refused (no consumer leader) is asked again. */

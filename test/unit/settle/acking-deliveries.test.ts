@@ -24,6 +24,20 @@ describe("AckingDeliveries", () => {
     expect(acking.has(fakeMsg({ seq: 43, deliveryCount: 2 }))).toBe(false);
   });
 
+  it("finds a delivery inside a batch's bounds whatever their order, and none between or past them, with several batches out", () => {
+    const acking = new AckingDeliveries();
+    // Sequences out of order (a redelivery among first deliveries), as a pull can bring them.
+    const a = acking.begin([9, 5, 7].map((seq) => fakeMsg({ seq })));
+    const b = acking.begin([fakeMsg({ seq: 20 }), fakeMsg({ seq: 21 })], { sequences: [20, 21], stamps: [Number.NaN, Number.NaN] });
+    for (const seq of [5, 7, 9]) expect(acking.has(fakeMsg({ seq, deliveryCount: 2 })), `seq ${seq}`).toBe(true);
+    for (const seq of [4, 6, 8, 10, 19, 22]) expect(acking.has(fakeMsg({ seq, deliveryCount: 2 })), `seq ${seq}`).toBe(false);
+    // Ids read at arrival with an unreadable timestamp match nothing, inside the bounds or not.
+    expect(acking.has(fakeMsg({ seq: 20, deliveryCount: 2 }))).toBe(false);
+    acking.end(a, 0, false);
+    acking.end(b, 0, false);
+    expect(acking.has(fakeMsg({ seq: 7, deliveryCount: 2 }))).toBe(false);
+  });
+
   it("keeps ACKs confirmed in time for redeliveries for a minute, and at most the newest CONFIRMED_KEPT_MAX sequences", () => {
     vi.useFakeTimers({ toFake: ["performance"] });
     const acking = new AckingDeliveries();
