@@ -8,9 +8,10 @@
  * deleted and made again under the same name under a running loop reuses the sequences, and a
  * new message there must be written, never acked as the old one.
  *
- * ACKs the server confirmed (in time or late) are kept too, for redeliveries only: a consumer leader
- * answers an ACK before its followers have it, so when its server dies just after, the next
- * leader still holds the message as pending and redelivers it.
+ * ACKs the server confirmed (in time or late) are kept too, for deliveries made again: a consumer
+ * leader answers an ACK before its followers have it, so when its server dies just after, the
+ * next leader still holds the message as pending and redelivers it — or, having lost the
+ * deliveries too, delivers it again as a first delivery.
  */
 import type { JsMsg } from "@nats-io/jetstream";
 import { deliveryCount, storedStamp, streamSequence } from "../nats/message-access.js";
@@ -44,6 +45,8 @@ export class AckingDeliveries {
   readonly #confirmed: Array<{ readonly seqs: readonly number[]; readonly stamps: ArrayLike<number>; readonly min: number; readonly max: number; readonly until: number }> = [];
   #confirmedHead = 0;
   #confirmedCount = 0;
+  /** The highest sequence ever kept among confirmed ACKs (not lowered as they expire: a bound). */
+  #confirmedMax = Number.NEGATIVE_INFINITY;
 
   /**
    * ACKs of `msgs` leave now; returns what to pass to `end` once each is answered or given up.
@@ -113,12 +116,16 @@ export class AckingDeliveries {
       const late = this.#late.get(seq);
       if (late !== undefined && late.until > performance.now() && sameStored(late.stamp, m)) return true;
     }
-    // Confirmed ACKs matter only for a redelivery: a first delivery was never acked.
     if (this.#confirmedCount === 0) return false;
     const count = deliveryCount(m);
-    if (count === undefined || count < 2) return false;
+    if (count === undefined) return false;
     const seq = streamSequence(m);
     if (seq === undefined) return false;
+    // A first delivery comes after every message the consumer delivered before, so it is past
+    // every kept ACK — unless a new consumer leader lost the deliveries its killed predecessor
+    // made and delivers them again as first deliveries (seen on 2.9.10, 16 s after their ACKs
+    // were confirmed): such a one is looked up like a redelivery.
+    if (count < 2 && !(seq <= this.#confirmedMax)) return false;
     const now = performance.now();
     for (let i = this.#confirmed.length - 1; i >= this.#confirmedHead; i--) {
       const kept = this.#confirmed[i]!;
@@ -134,16 +141,18 @@ export class AckingDeliveries {
   /** Sequences counted as on their way (one per batch that holds it). */
   get size(): number {
     let n = this.#late.size;
-    for (const batch of this.#batches) n += batch.length;
+    for (const batch of this.#batches.values()) n += batch.seqs.length;
     return n;
   }
 
   /** Keeps a confirmed batch; drops the oldest past their time or beyond the cap. */
   #keepConfirmed(seqs: readonly number[], stamps: ArrayLike<number>, now: number, bounds: Bounds | undefined): void {
     if (seqs.length > 0) {
-      const { min, max } = bounds ?? boundsOf(seqs);
+      const min = bounds?.min ?? lowest(seqs);
+      const max = bounds?.max ?? highest(seqs);
       this.#confirmed.push({ seqs, stamps, min, max, until: now + CONFIRMED_KEPT_MS });
       this.#confirmedCount += seqs.length;
+      if (max > this.#confirmedMax) this.#confirmedMax = max;
     }
     const q = this.#confirmed;
     while (this.#confirmedHead < q.length) {
@@ -181,20 +190,23 @@ interface InFlight extends Bounds {
   readonly stamps: ArrayLike<number> | undefined;
 }
 
-function boundsOf(seqs: readonly number[]): Bounds {
+/** The lowest of `seqs` (NaN when empty). */
+function lowest(seqs: readonly number[]): number {
   let min = seqs[0] ?? Number.NaN;
-  let max = min;
-  for (let i = 1; i < seqs.length; i++) {
-    const s = seqs[i]!;
-    if (s < min) min = s;
-    else if (s > max) max = s;
-  }
-  return { min, max };
+  for (let i = 1; i < seqs.length; i++) if (seqs[i]! < min) min = seqs[i]!;
+  return min;
 }
 
+/** The highest of `seqs` (NaN when empty). */
+function highest(seqs: readonly number[]): number {
+  let max = seqs[0] ?? Number.NaN;
+  for (let i = 1; i < seqs.length; i++) if (seqs[i]! > max) max = seqs[i]!;
+  return max;
+}
+
+/** One object per batch: its bounds are read without an object of their own. */
 function inFlight(seqs: readonly number[], msgs: readonly JsMsg[], stamps: ArrayLike<number> | undefined): InFlight {
-  const { min, max } = boundsOf(seqs);
-  return { seqs, msgs, stamps, min, max };
+  return { seqs, msgs, stamps, min: lowest(seqs), max: highest(seqs) };
 }
 
 /**

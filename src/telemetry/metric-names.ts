@@ -53,7 +53,7 @@ const METRIC_NAMES = {
   ACKS_HELD_TOTAL: "acks_held_total",
   /** Counter: ACKs of committed messages that could not be sent before their lease ran out (expect a redelivery). */
   ACKS_UNSENT_TOTAL: "acks_unsent_total",
-  /** Counter: deliveries of a message a loop had committed, arriving while its ACK was on its way (an election, a reconnect) or redelivered within a minute of its confirmed ACK (a leader lost before replicating it): acked, not written again. */
+  /** Counter: deliveries of a message a loop had committed, arriving while its ACK was on its way (an election, a reconnect) or delivered again within a minute of its confirmed ACK (a leader lost before replicating it, or one that lost the deliveries): acked, not written again. */
   REDELIVERIES_OF_COMMITTED_TOTAL: "redeliveries_of_committed_total",
   /** Counter: ack, nak, term or dead-letter operations that failed. */
   SETTLE_FAILURES_TOTAL: "settle_failures_total",
@@ -168,7 +168,7 @@ const DEFINITIONS: Record<MetricName, Omit<MetricDefinition, "name" | "labelName
   messages_abandoned_total: { kind: "counter", unit: "1", help: "Messages whose write was still running at the shutdown bound" },
   acks_held_total: { kind: "counter", unit: "1", help: "ACKs held during a disconnect and sent after the reconnect" },
   acks_unsent_total: { kind: "counter", unit: "1", help: "ACKs of committed messages that could not be sent before their lease ran out" },
-  redeliveries_of_committed_total: { kind: "counter", unit: "1", help: "Deliveries of a message a loop had committed, arriving while its ACK was on its way: acked, not written again" },
+  redeliveries_of_committed_total: { kind: "counter", unit: "1", help: "Deliveries of a message a loop had committed, arriving while its ACK was on its way or within a minute of its confirmed ACK: acked, not written again" },
   settle_failures_total: { kind: "counter", unit: "1", help: "Ack, nak, term or dead-letter operations that failed" },
   batch_write_seconds: { kind: "observation", unit: "s", help: "Duration of the host's write for one batch" },
   nak_delay_seconds: { kind: "observation", unit: "s", help: "Redelivery delay a NAK asks of the server" },

@@ -38,9 +38,12 @@ function countWrites(nc: NatsConnection): { readonly writes: number; readonly ac
   };
 }
 
-/** Starts `runEach` over `n` messages with every handler held until `release()`; odd sequences fail when `failOdd`. */
-async function heldLoop(n: number, failOdd: boolean) {
-  const f = await createFixture(fx.nc, { ackWaitMs: 30_000, maxAckPending: 1000 });
+/**
+ * Starts `runEach` over `n` messages with every handler held until `release()`; odd sequences
+ * fail when `failOdd`. `deliveredAt`: when every handler was running (monotonic ms).
+ */
+async function heldLoop(n: number, failOdd: boolean, ackWaitMs = 30_000) {
+  const f = await createFixture(fx.nc, { ackWaitMs, maxAckPending: 1000 });
   const seqs = await publish(f, n);
   const spy = await AckSpy.start(fx.spyConn, f.stream);
   const worker = await fx.srv.connect();
@@ -63,7 +66,7 @@ async function heldLoop(n: number, failOdd: boolean) {
     { concurrency: n, expiresMs: 1000, signal: stop.signal, onResult: (r) => void results.push(r) },
   );
   await eventually(() => started === n, `all ${n} handlers running`);
-  return { f, seqs, spy, worker, stop, release, running, results };
+  return { f, seqs, spy, worker, stop, release, running, results, deliveredAt: performance.now() };
 }
 
 describe("runEach: final frames of handlers that end together", () => {
@@ -100,9 +103,13 @@ describe("runEach: final frames of handlers that end together", () => {
     expect(info.num_ack_pending).toBe(0);
   });
 
-  it("a loop stopped in the turn its handlers end still sends every final frame once; a second worker receives nothing", async () => {
+  it("a loop stopped in the turn its handlers end still sends every final frame once; a second worker pulling past AckWait receives nothing", async () => {
     const n = 16;
-    const { f, seqs, spy, worker, stop, release, running, results } = await heldLoop(n, false);
+    // A short AckWait: a message whose ACK never left would reach the rival within the test.
+    const ackWaitMs = 4000;
+    const { f, seqs, spy, worker, stop, release, running, results, deliveredAt } = await heldLoop(n, false, ackWaitMs);
+    // Pulling the same durable from before the frames leave until well past AckWait.
+    const rival = await startRival(f.js, f.stream, f.consumer);
     try {
       // Both in one turn: the handlers' frames wait for the next turn, the shutdown starts now.
       release();
@@ -112,14 +119,16 @@ describe("runEach: final frames of handlers that end together", () => {
       expect(results.every((r) => r.acked === 1)).toBe(true);
       await spy.waitFor((fr) => fr.filter((x) => x.kind === "+ACK").length >= n, 15_000, "every ACK");
       for (const seq of seqs) expect(spy.forSequence(seq).map((x) => x.kind), `seq ${seq}`).toEqual(["+ACK"]);
-      const rival = await startRival(f.js, f.stream, f.consumer, 500);
-      await new Promise((r) => setTimeout(r, 1500));
+      const until = deliveredAt + ackWaitMs + 2000;
+      await new Promise((r) => setTimeout(r, Math.max(0, until - performance.now())));
       await rival.stop();
       expect(rival.received).toEqual([]);
       const info = await consumerInfo(f);
       expect(info.num_ack_pending).toBe(0);
       expect(info.num_pending).toBe(0);
+      expect(info.num_redelivered).toBe(0);
     } finally {
+      await rival.stop().catch(() => undefined);
       await worker.close();
       await spy[Symbol.asyncDispose]();
     }

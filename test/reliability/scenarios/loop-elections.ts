@@ -81,29 +81,45 @@ export async function loopElectionScenario(cluster: NatsCluster, o: LoopElection
         ...(o.confirm ? {} : { confirmAck: false as const }),
       }),
     );
+    const results: BatchResult[] = [];
     const writes = new Map<number, number>();
-    const record = (seq: number): void => void writes.set(seq, (writes.get(seq) ?? 0) + 1);
+    // What each write and each settle of a sequence saw, printed for those written twice.
+    const trail = new Map<number, string[]>();
+    let faultAt = Number.NaN;
+    const note = (seq: number, what: string): void => {
+      const t = Number.isNaN(faultAt) ? "before" : `+${Math.round(performance.now() - faultAt)} ms`;
+      const list = trail.get(seq) ?? [];
+      list.push(`${t} ${what}`);
+      trail.set(seq, list);
+    };
+    const record = (m: { readonly seq: number; readonly info: { readonly deliveryCount: number } }): void => {
+      writes.set(m.seq, (writes.get(m.seq) ?? 0) + 1);
+      note(m.seq, `write (delivery ${m.info.deliveryCount}, worker ${workerDisconnects > 0 ? "cut" : "connected"})`);
+    };
+    const settled = (r: BatchResult): void => {
+      results.push(r);
+      for (const x of r.messages) note(x.msg.seq, `${x.action}${"confirmed" in x ? ` confirmed=${String(x.confirmed)}` : ""}${x.settleError !== undefined ? ` (${String(x.settleError)})` : ""}`);
+    };
     // With the worker on the leader's server, the writes from the fault on end at the cut (bounded).
     const write = async (): Promise<void> => {
       if (o.workerOnLeader && writes.size >= o.messages / 4 && workerDisconnects === 0) await Promise.race([cut.promise, sleep(30_000)]);
       else await sleep(o.writeMs ?? 40);
     };
-    const results: BatchResult[] = [];
     const consumer = await step("reading the consumer on the worker", jetstream(worker, { timeout: 20_000 }).consumers.get(f.stream, f.consumer));
     running =
       o.loop === "run"
         ? ack.run(consumer, async (msgs) => {
-            for (const m of msgs) record(m.seq);
+            for (const m of msgs) record(m);
             await write();
-          }, { batchSize: 10, concurrency: 4, signal: stop.signal, onBatch: (r) => results.push(r), onError: () => undefined })
+          }, { batchSize: 10, concurrency: 4, signal: stop.signal, onBatch: settled, onError: () => undefined })
         : ack.runEach(consumer, async (m) => {
-            record(m.seq);
+            record(m);
             await write();
-          }, { concurrency: 16, signal: stop.signal, onResult: (r) => results.push(r), onError: () => undefined });
+          }, { concurrency: 16, signal: stop.signal, onResult: settled, onError: () => undefined });
 
     // The fault once a quarter of the messages is written, while the rest flow.
     while (writes.size < o.messages / 4) await sleep(10);
-    const faultAt = performance.now();
+    faultAt = performance.now();
     const oldLeader = initial.cluster!.leader!;
     let killed: (typeof cluster.servers)[number] | undefined;
     if (o.election === "stream-stepdown") {
@@ -139,6 +155,7 @@ export async function loopElectionScenario(cluster: NatsCluster, o: LoopElection
     expect(unhandled.seen).toEqual([]);
     expect([...writes.keys()].sort((a, b) => a - b)).toEqual(published);
     const duplicates = [...writes.values()].filter((n) => n > 1).length;
+    for (const [seq, n] of writes) if (n > 1) console.log(`written ${n}×: #${seq}: ${(trail.get(seq) ?? []).join("; ")}`);
     const counters = metrics.snapshot().counters;
     const heldAcks = counters[MetricNames.ACKS_HELD_TOTAL] ?? 0;
     const redeliveriesOfCommitted = counters[MetricNames.REDELIVERIES_OF_COMMITTED_TOTAL] ?? 0;

@@ -9,7 +9,7 @@ import { fakeMsg } from "../../helpers/fakes.js";
 afterEach(() => void vi.useRealTimers());
 
 describe("AckingDeliveries", () => {
-  it("knows another delivery of a message while its ACK is out; once answered in time, only a redelivery of it", () => {
+  it("knows another delivery of a message while its ACK is out, and once answered in time", () => {
     const acking = new AckingDeliveries();
     const first = fakeMsg({ seq: 41 });
     const seqs = acking.begin([first, fakeMsg({ seq: 42 })]);
@@ -20,8 +20,23 @@ describe("AckingDeliveries", () => {
     expect(acking.size).toBe(0);
     // A leader that confirmed the ACK and died before its followers had it: the next one redelivers.
     expect(acking.has(fakeMsg({ seq: 41, deliveryCount: 2 }))).toBe(true);
-    expect(acking.has(fakeMsg({ seq: 41 }))).toBe(false);
     expect(acking.has(fakeMsg({ seq: 43, deliveryCount: 2 }))).toBe(false);
+    expect(acking.has(fakeMsg({ seq: 43 }))).toBe(false);
+  });
+
+  it("a confirmed message delivered again as a first delivery (a new leader that lost its predecessor's deliveries) is known for the minute, the same stored message only", () => {
+    vi.useFakeTimers({ toFake: ["performance"] });
+    const stamp = 1_764_700_000_000_000_000n;
+    const acking = new AckingDeliveries();
+    acking.end(acking.begin([65, 66, 67].map((seq) => fakeMsg({ seq, stampNanos: stamp }))));
+    // Seen on 2.9.10: 16 s after the confirmed ACKs, delivery count 1 again.
+    vi.advanceTimersByTime(16_000);
+    for (const seq of [65, 66, 67]) expect(acking.has(fakeMsg({ seq, stampNanos: stamp })), `seq ${seq}`).toBe(true);
+    // A first delivery past every kept ACK (the usual case) and a reused sequence are new messages.
+    expect(acking.has(fakeMsg({ seq: 68, stampNanos: stamp }))).toBe(false);
+    expect(acking.has(fakeMsg({ seq: 66, stampNanos: stamp + 3_000_000_000n }))).toBe(false);
+    vi.advanceTimersByTime(CONFIRMED_KEPT_MS);
+    expect(acking.has(fakeMsg({ seq: 66, stampNanos: stamp }))).toBe(false);
   });
 
   it("finds a delivery inside a batch's bounds whatever their order, and none between or past them, with several batches out", () => {
@@ -70,14 +85,15 @@ describe("AckingDeliveries", () => {
     expect(acking.size).toBe(0);
   });
 
-  it("a late ACK the server confirmed: any delivery is known for the grace period, a redelivery for the minute after", () => {
+  it("a late ACK the server confirmed: any delivery is known for the grace period and for the minute after", () => {
     vi.useFakeTimers({ toFake: ["performance"] });
     const acking = new AckingDeliveries();
     acking.end(acking.begin([fakeMsg({ seq: 70 }), fakeMsg({ seq: 71 })]), LATE_GRACE_MS, true);
     vi.advanceTimersByTime(LATE_GRACE_MS + 1_000);
-    // Past the grace: a redelivery is still one of a committed message, a delivery count of 1 is not.
+    // Past the grace: still a committed message, a redelivery or delivered again as a first one.
     expect(acking.has(fakeMsg({ seq: 71, deliveryCount: 2 }))).toBe(true);
-    expect(acking.has(fakeMsg({ seq: 71 }))).toBe(false);
+    expect(acking.has(fakeMsg({ seq: 71 }))).toBe(true);
+    expect(acking.has(fakeMsg({ seq: 72 }))).toBe(false);
     vi.advanceTimersByTime(CONFIRMED_KEPT_MS - LATE_GRACE_MS - 2_000);
     expect(acking.has(fakeMsg({ seq: 70, deliveryCount: 4 }))).toBe(true);
     vi.advanceTimersByTime(2_000);
@@ -129,6 +145,11 @@ describe("AckingDeliveries", () => {
     const acking = new AckingDeliveries();
     const a = acking.begin([fakeMsg({ seq: 5 })]);
     const b = acking.begin([fakeMsg({ seq: 5, deliveryCount: 2 })]);
+    const c = acking.begin([fakeMsg({ seq: 6 }), fakeMsg({ seq: 7 }), fakeMsg({ seq: 8 })]);
+    // One per sequence of each batch on its way.
+    expect(acking.size).toBe(5);
+    acking.end(c);
+    expect(acking.size).toBe(2);
     acking.end(a);
     expect(acking.has(fakeMsg({ seq: 5, deliveryCount: 3 }))).toBe(true);
     acking.end(b);
