@@ -258,8 +258,14 @@ describe("the heartbeat thread under CommitThenAck", () => {
   });
 
   it("a batch whose thread's connection closes for good beats on from the main thread: a second worker on the durable gets nothing", async () => {
-    const users = (beat: boolean): string => authorization(["{ user: svc, password: svc-pass }", ...(beat ? ["{ user: beat, password: beat-pass }"] : [])]);
-    await using auth = await startServer({ config: users(true) });
+    // The thread reaches the server through a proxy. Its connection is then dropped and its
+    // reconnects meet another server, which refuses its user: it closes for good. (Not by a
+    // reload of the server's users: on 2.9.10 and 2.10.27 that leaves the account's JetStream
+    // silent — no API answer, no status to a pull — so a second worker could receive nothing
+    // whatever the lease.)
+    await using auth = await startServer({ config: authorization(["{ user: svc, password: svc-pass }", "{ user: beat, password: beat-pass }"]) });
+    await using refusing = await startServer({ config: authorization(["{ user: svc, password: svc-pass }"]) });
+    await using proxy = await TcpProxy.start(auth.port);
     const nc = await auth.connect({ user: "svc", pass: "svc-pass" });
     const rivalNc = await auth.connect({ user: "svc", pass: "svc-pass" });
     const f = await createFixture(nc, { ackWaitMs: 3000 });
@@ -270,7 +276,7 @@ describe("the heartbeat thread under CommitThenAck", () => {
     try {
       const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, {
         inProgress: { enabled: true, intervalMs: 500, maxHeartbeats: 50 },
-        heartbeat: { thread: { servers: auth.url, user: "beat", pass: "beat-pass" } },
+        heartbeat: { thread: { servers: proxy.url, user: "beat", pass: "beat-pass" } },
         connection: nc,
       });
       const batch = [];
@@ -280,21 +286,24 @@ describe("the heartbeat thread under CommitThenAck", () => {
       const r = await ack.process(batch, async () => {
         // The thread is up and beating the batch ...
         await eventually(() => spy.of("+WPI", seq).length >= 1, "the thread's first round", 20_000);
-        // ... until the operator removes its user: the server disconnects it, and its
-        // reconnects are refused, so its connection closes for good.
-        await auth.reload(users(false));
+        // ... until its connection drops and every reconnect is refused.
+        proxy.retarget(refusing.port);
         await eventually(() => failed.some((e) => e.errorName === "HeartbeatThreadError"), "the fallback to the main thread", 20_000);
         const at = spy.of("+WPI", seq).length;
         // Longer than AckWait: only the main thread's beats keep the lease now.
         await new Promise((res) => setTimeout(res, 4000));
         mainBeats = spy.of("+WPI", seq).length - at;
       });
+      // Throws when the rival never completed a pull: then it proved nothing.
       await rival.stop();
       expect([r.outcome, r.leaseLost]).toEqual(["acked", false]);
       expect(mainBeats).toBeGreaterThanOrEqual(6);
       expect(rival.received).toEqual([]);
       expect(failed.filter((e) => e.errorName === "HeartbeatThreadError")).toHaveLength(1);
       await eventually(() => spy.of("+ACK", seq).length === 1, "the ACK");
+      // The server took the ACK: nothing pending, nothing redelivered.
+      const info = await f.jsm.consumers.info(f.stream, f.consumer);
+      expect([info.num_ack_pending, info.num_redelivered]).toEqual([0, 0]);
     } finally {
       await spy[Symbol.asyncDispose]();
       await rivalNc.close();

@@ -5,7 +5,9 @@
  *   sees the drop at once and reconnects through the proxy afterwards);
  * - `blackhole()` keeps the connections open but forwards nothing in either direction (a
  *   silent partition: the client notices nothing until its own ping timeout);
- * - `latencyMs` (at start) holds what the client sends for that long, in order (a slow link).
+ * - `latencyMs` (at start) holds what the client sends for that long, in order (a slow link);
+ * - `retarget(port)` drops every connection and forwards new ones to another server (a
+ *   client's reconnects then meet that server: another one's refusal, say).
  */
 import { createServer, connect, type Server, type Socket } from "node:net";
 
@@ -15,12 +17,14 @@ export class TcpProxy implements AsyncDisposable {
   readonly #server: Server;
   readonly #pairs = new Set<{ client: Socket; upstream: Socket }>();
   #mode: Mode = "open";
+  #targetPort: number;
   readonly #latencyMs: number;
   /** Connections accepted and forwarded so far (a reconnect adds one). */
   accepted = 0;
 
-  private constructor(server: Server, latencyMs: number) {
+  private constructor(server: Server, targetPort: number, latencyMs: number) {
     this.#server = server;
+    this.#targetPort = targetPort;
     this.#latencyMs = latencyMs;
   }
 
@@ -28,10 +32,10 @@ export class TcpProxy implements AsyncDisposable {
   static async start(targetPort: number, options: { readonly latencyMs?: number } = {}): Promise<TcpProxy> {
     const holder: { proxy?: TcpProxy } = {};
     const server = createServer((client) => {
-      if (holder.proxy) holder.proxy.#accept(client, targetPort);
+      if (holder.proxy) holder.proxy.#accept(client);
       else client.destroy();
     });
-    const proxy = new TcpProxy(server, options.latencyMs ?? 0);
+    const proxy = new TcpProxy(server, targetPort, options.latencyMs ?? 0);
     holder.proxy = proxy;
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
@@ -53,12 +57,12 @@ export class TcpProxy implements AsyncDisposable {
     return this.#mode;
   }
 
-  #accept(client: Socket, targetPort: number): void {
+  #accept(client: Socket): void {
     if (this.#mode === "cut") {
       client.destroy();
       return;
     }
-    const upstream = connect(targetPort, "127.0.0.1");
+    const upstream = connect(this.#targetPort, "127.0.0.1");
     const pair = { client, upstream };
     this.#pairs.add(pair);
     this.accepted += 1;
@@ -96,6 +100,13 @@ export class TcpProxy implements AsyncDisposable {
       p.upstream.destroy();
     }
     this.#pairs.clear();
+  }
+
+  /** Drops every connection; new ones go to `127.0.0.1:targetPort`. */
+  retarget(targetPort: number): void {
+    this.cut();
+    this.#targetPort = targetPort;
+    this.#mode = "open";
   }
 
   /** Keeps connections open but lets nothing through (bytes sent meanwhile are lost). */
