@@ -224,7 +224,11 @@ describe("lossless settling on a real nats-server", () => {
   });
 
   it("7b. past what the lease bridges (or with retryInPlace: false) the default NAK delay grows: a handful of rewrites, not thousands", async () => {
-    const f = await createFixture(fx.nc, { ackWaitMs: 30_000 });
+    // AckWait 8 s, above every delay asked here (1, 2, 4 s): a redelivery the server hands to a
+    // pull just as it expires reaches no one and comes back only after AckWait. On 2.9.10 that
+    // happened twice in CI (message 3, due at 3.2 s, not seen again within 20 s while the other
+    // four came at 4.3 s); with AckWait 30 s the wait below could not cover it.
+    const f = await createFixture(fx.nc, { ackWaitMs: 8000 });
     await using spy = await AckSpy.start(fx.spyConn, f.stream);
     await publish(f, 5);
     const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, { onTemporaryFailure: { action: "nak", retryInPlace: false } });
