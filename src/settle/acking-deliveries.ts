@@ -42,11 +42,15 @@ export class AckingDeliveries {
    * Batches whose ACKs the server confirmed, oldest first, each until when it is kept: a
    * queue of the batches' own arrays and their timestamps, read only for redeliveries.
    */
-  readonly #confirmed: Array<{ readonly seqs: readonly number[]; readonly stamps: ArrayLike<number>; readonly min: number; readonly max: number; readonly until: number }> = [];
+  readonly #confirmed: Kept[] = [];
   #confirmedHead = 0;
   #confirmedCount = 0;
-  /** The highest sequence ever kept among confirmed ACKs (not lowered as they expire: a bound). */
+  /** The highest sequence among the kept confirmed ACKs (recomputed when the batch holding it goes). */
   #confirmedMax = Number.NEGATIVE_INFINITY;
+  /** The newest stored timestamp among them, likewise. */
+  #confirmedNewest = Number.NEGATIVE_INFINITY;
+  /** How many times the kept confirmed ACKs were searched (read by tests: a first delivery should seldom cost one). */
+  #confirmedScans = 0;
 
   /**
    * ACKs of `msgs` leave now; returns what to pass to `end` once each is answered or given up.
@@ -124,8 +128,14 @@ export class AckingDeliveries {
     // A first delivery comes after every message the consumer delivered before, so it is past
     // every kept ACK — unless a new consumer leader lost the deliveries its killed predecessor
     // made and delivers them again as first deliveries (seen on 2.9.10, 16 s after their ACKs
-    // were confirmed): such a one is looked up like a redelivery.
-    if (count < 2 && !(seq <= this.#confirmedMax)) return false;
+    // were confirmed): such a one is looked up like a redelivery. One stored after every kept
+    // message (a stream made again reuses low sequences) cannot be one of them.
+    if (count < 2) {
+      if (!(seq <= this.#confirmedMax)) return false;
+      const stamp = storedStamp(m);
+      if (stamp === undefined || stamp > this.#confirmedNewest) return false;
+    }
+    this.#confirmedScans += 1;
     const now = performance.now();
     for (let i = this.#confirmed.length - 1; i >= this.#confirmedHead; i--) {
       const kept = this.#confirmed[i]!;
@@ -136,6 +146,11 @@ export class AckingDeliveries {
       if (at >= 0 && sameStored(kept.stamps[at], m)) return true;
     }
     return false;
+  }
+
+  /** How many times a delivery was searched for among the kept confirmed ACKs. */
+  get confirmedScans(): number {
+    return this.#confirmedScans;
   }
 
   /** Sequences counted as on their way (one per batch that holds it). */
@@ -150,22 +165,41 @@ export class AckingDeliveries {
     if (seqs.length > 0) {
       const min = bounds?.min ?? lowest(seqs);
       const max = bounds?.max ?? highest(seqs);
-      this.#confirmed.push({ seqs, stamps, min, max, until: now + CONFIRMED_KEPT_MS });
+      const newest = highest(stamps);
+      this.#confirmed.push({ seqs, stamps, min, max, newest, until: now + CONFIRMED_KEPT_MS });
       this.#confirmedCount += seqs.length;
       if (max > this.#confirmedMax) this.#confirmedMax = max;
+      if (newest > this.#confirmedNewest) this.#confirmedNewest = newest;
     }
     const q = this.#confirmed;
+    let stale = false;
     while (this.#confirmedHead < q.length) {
       const oldest = q[this.#confirmedHead]!;
       if (oldest.until > now && this.#confirmedCount <= CONFIRMED_KEPT_MAX) break;
       this.#confirmedCount -= oldest.seqs.length;
       this.#confirmedHead += 1;
+      // Usually a newer batch holds both bounds; the oldest holds them after a stream was made again.
+      if (oldest.max >= this.#confirmedMax || (oldest.newest >= this.#confirmedNewest && oldest.newest !== Number.NEGATIVE_INFINITY)) stale = true;
     }
+    if (stale) this.#rebound();
     // Compacted now and then, not per batch.
     if (this.#confirmedHead > 1024 && this.#confirmedHead * 2 > q.length) {
       q.splice(0, this.#confirmedHead);
       this.#confirmedHead = 0;
     }
+  }
+
+  /** The bounds of the kept confirmed ACKs, over what is left of the queue. */
+  #rebound(): void {
+    let max = Number.NEGATIVE_INFINITY;
+    let newest = Number.NEGATIVE_INFINITY;
+    const q = this.#confirmed;
+    for (let i = this.#confirmedHead; i < q.length; i++) {
+      if (q[i]!.max > max) max = q[i]!.max;
+      if (q[i]!.newest > newest) newest = q[i]!.newest;
+    }
+    this.#confirmedMax = max;
+    this.#confirmedNewest = newest;
   }
 
   /** Drops what expired from the start (entries after a longer grace wait at most that long). */
@@ -183,6 +217,14 @@ interface Bounds {
   readonly max: number;
 }
 
+/** A batch whose ACKs the server confirmed, kept until `until`; `newest`: its newest stored timestamp (-Infinity: none readable). */
+interface Kept extends Bounds {
+  readonly seqs: readonly number[];
+  readonly stamps: ArrayLike<number>;
+  readonly newest: number;
+  readonly until: number;
+}
+
 /** A batch whose ACKs are on their way. */
 interface InFlight extends Bounds {
   readonly seqs: readonly number[];
@@ -197,10 +239,10 @@ function lowest(seqs: readonly number[]): number {
   return min;
 }
 
-/** The highest of `seqs` (NaN when empty). */
-function highest(seqs: readonly number[]): number {
-  let max = seqs[0] ?? Number.NaN;
-  for (let i = 1; i < seqs.length; i++) if (seqs[i]! > max) max = seqs[i]!;
+/** The highest of `values`, NaN left out (-Infinity when none is a number). */
+function highest(values: ArrayLike<number>): number {
+  let max = Number.NEGATIVE_INFINITY;
+  for (let i = 0; i < values.length; i++) if (values[i]! > max) max = values[i]!;
   return max;
 }
 

@@ -157,9 +157,6 @@ export class NatsServer implements AsyncDisposable {
   /** The binary this server runs. */
   readonly bin: string;
   #log: string[] = [];
-  /** The configuration a reload put in place of options.config. */
-  #config: string | undefined;
-  #reloads = 0;
 
   private constructor(options: ServerOptions, bin: string, workDir: string, storeDir: string, ownsStore: boolean) {
     this.options = options;
@@ -206,7 +203,7 @@ export class NatsServer implements AsyncDisposable {
     const bin = this.bin;
     const args = ["-a", "127.0.0.1", "-p", String(this.#port), "-js", "-sd", this.storeDir, "--ports_file_dir", this.#workDir];
     if (this.options.name) args.push("-n", this.options.name);
-    const config = this.#config ?? this.options.config;
+    const config = this.options.config;
     if (config) {
       const file = join(this.#workDir, "server.conf");
       writeFileSync(file, config);
@@ -219,7 +216,6 @@ export class NatsServer implements AsyncDisposable {
     this.#child = child;
     const keep = (chunk: Buffer): void => {
       const text = chunk.toString();
-      if (text.includes("Reloaded server configuration")) this.#reloads += 1;
       this.#log.push(text);
       if (this.#log.length > 200) this.#log.splice(0, 100);
     };
@@ -286,25 +282,6 @@ export class NatsServer implements AsyncDisposable {
     const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
     child.kill("SIGKILL");
     await exited;
-  }
-
-  /**
-   * Rewrites the configuration file and has the running server reload it (SIGHUP), as an
-   * operator would; resolves once the server logged the reload. Clients whose login the new
-   * configuration refuses are disconnected by the server. A later restart keeps it.
-   */
-  async reload(config: string): Promise<void> {
-    const child = this.#child;
-    if (this.options.config === undefined || !child || !this.running) throw new Error("reload: the server must be running, started with a config");
-    this.#config = config;
-    writeFileSync(join(this.#workDir, "server.conf"), config);
-    const before = this.#reloads;
-    child.kill("SIGHUP");
-    const deadline = Date.now() + 10_000;
-    while (this.#reloads === before) {
-      if (Date.now() > deadline) throw new Error(`nats-server did not report a reload within 10 s:\n${this.log}`);
-      await sleep(20);
-    }
   }
 
   /** Starts the process again on the same port and store. */

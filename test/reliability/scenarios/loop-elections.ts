@@ -81,7 +81,6 @@ export async function loopElectionScenario(cluster: NatsCluster, o: LoopElection
         ...(o.confirm ? {} : { confirmAck: false as const }),
       }),
     );
-    const results: BatchResult[] = [];
     const writes = new Map<number, number>();
     // What each write and each settle of a sequence saw, printed for those written twice.
     const trail = new Map<number, string[]>();
@@ -97,7 +96,6 @@ export async function loopElectionScenario(cluster: NatsCluster, o: LoopElection
       note(m.seq, `write (delivery ${m.info.deliveryCount}, worker ${workerDisconnects > 0 ? "cut" : "connected"})`);
     };
     const settled = (r: BatchResult): void => {
-      results.push(r);
       for (const x of r.messages) note(x.msg.seq, `${x.action}${"confirmed" in x ? ` confirmed=${String(x.confirmed)}` : ""}${x.settleError !== undefined ? ` (${String(x.settleError)})` : ""}`);
     };
     // With the worker on the leader's server, the writes from the fault on end at the cut (bounded).

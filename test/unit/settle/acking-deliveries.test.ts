@@ -180,6 +180,41 @@ describe("AckingDeliveries", () => {
     expect(acking.has(fakeMsg({ seq: 4, deliveryCount: 5, stampNanos: remade }))).toBe(false);
   });
 
+  it("after a stream is made again under a running loop, its first deliveries are not searched for among the old stream's confirmed ACKs, and the old bounds go with the old ACKs", () => {
+    vi.useFakeTimers({ toFake: ["performance"] });
+    const old = 1_764_700_000_000_000_000n;
+    // Stamps a microsecond apart: they are compared as doubles, good to about 256 ns today.
+    const US = 1_000n;
+    const acking = new AckingDeliveries();
+    // The old stream: 5,000 messages confirmed one by one (runEach: a batch each).
+    for (let seq = 1; seq <= 5_000; seq++) acking.end(acking.begin([fakeMsg({ seq, stampNanos: old + BigInt(seq) * US })]));
+    // A replay of the old stream is searched for and found.
+    expect(acking.has(fakeMsg({ seq: 4_000, stampNanos: old + 4_000n * US }))).toBe(true);
+    expect(acking.confirmedScans).toBe(1);
+    // The stream made again: sequences restart below the old highest, stored later than any kept.
+    const remade = old + 10_000_000_000n;
+    for (let seq = 1; seq <= 100; seq++) {
+      expect(acking.has(fakeMsg({ seq, stampNanos: remade + BigInt(seq) * US })), `seq ${seq}`).toBe(false);
+      acking.end(acking.begin([fakeMsg({ seq, stampNanos: remade + BigInt(seq) * US })]));
+    }
+    expect(acking.confirmedScans).toBe(1);
+    // A redelivery of the new stream is searched for, and found by its own timestamp only.
+    expect(acking.has(fakeMsg({ seq: 50, deliveryCount: 2, stampNanos: remade + 50n * US }))).toBe(true);
+    expect(acking.has(fakeMsg({ seq: 4_000, deliveryCount: 2, stampNanos: remade + 4_000n * US }))).toBe(false);
+    expect(acking.confirmedScans).toBe(3);
+    // Once the old stream's ACKs expire, their bounds go with them: a first delivery past the new
+    // stream's kept ACKs is not searched for, though below the old stream's highest sequence.
+    vi.advanceTimersByTime(CONFIRMED_KEPT_MS / 2);
+    acking.end(acking.begin([fakeMsg({ seq: 101, stampNanos: remade + 101n * US })]));
+    vi.advanceTimersByTime(CONFIRMED_KEPT_MS / 2 + 1);
+    acking.end(acking.begin([fakeMsg({ seq: 102, stampNanos: remade + 102n * US })]));
+    expect(acking.has(fakeMsg({ seq: 101, stampNanos: remade + 101n * US }))).toBe(true);
+    expect(acking.confirmedScans).toBe(4);
+    // An older stamp than any kept, below the old highest sequence: nothing kept is past 102.
+    expect(acking.has(fakeMsg({ seq: 2_000, stampNanos: old + 2_000n * US }))).toBe(false);
+    expect(acking.confirmedScans).toBe(4);
+  });
+
   it("a sequence that was never begun is known for no delivery (its message, and so its timestamp, is unknown)", () => {
     const acking = new AckingDeliveries();
     acking.end([9], LATE_GRACE_MS, true);
