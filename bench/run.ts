@@ -46,7 +46,7 @@ const ROWS: readonly Row[] = [
   { items: [7], title: "concurrency: run with 4 writes at once against 1 and against 4 hand loops", run: concurrencyScaling },
   { items: [8], title: "runEach against a hand-written consume() loop", run: runEachLoop },
   { items: [9], title: "idle: loops with nothing to fetch, process CPU", run: idle },
-  { items: [10], title: "heartbeats in flight: 1,000 messages across 32 handlers", run: inFlight },
+  { items: [10], title: "heartbeats in flight: 1,000 messages, one handler each", run: inFlight },
   { items: [11], title: "traces: a batch with tracing on against the same with it off", run: tracingCost },
   { items: [12], title: "the heartbeat thread: 1,000 messages in flight beaten from a worker thread", run: heartbeatThread },
   { items: [13], title: "confirmed ACKs in the loops against confirmAck: false", run: confirmedAcks },
