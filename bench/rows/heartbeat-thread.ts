@@ -45,6 +45,7 @@ import { threadConnectionFor } from "../../src/lease/heartbeat-thread-options.js
 import type { Bench } from "../context.js";
 import { figure, goals, withProblems, type Figure } from "../figure.js";
 import { RawKeepAlive } from "../keep-alive.js";
+import { ResidentBatch } from "../resident-batch.js";
 import { addConsumer, consumerCounts, createStream, fetchExactly, waitAllAcked, type BenchStream } from "../jetstream.js";
 import { cpuMs, heapAfterGc, interleave, mainThreadCpuMs, median, pluck, sleep } from "../measure.js";
 import { publishedBetween, publishedByConnection } from "../server-counts.js";
@@ -81,6 +82,8 @@ interface RowState {
   threadRss: { before: number; after: number } | undefined;
   mainRss: { before: number; after: number } | undefined;
   rawRss: { before: number; after: number } | undefined;
+  /** The resident batch's connection (bench/resident-batch.ts): its frames are no arm's. */
+  residentCid: number | undefined;
 }
 
 interface WindowResult extends Sample {
@@ -199,7 +202,7 @@ async function eachArm(
       if (handle.state !== "connected") problems.push(`the row's handle found the heartbeat thread ${handle.state}, not the loop's connected thread`);
     }
     const ownCid = nc.info?.client_id;
-    const beating = kind === "thread" ? (cid: number) => cid !== ownCid : (cid: number) => cid === ownCid;
+    const beating = kind === "thread" ? (cid: number) => cid !== ownCid && cid !== state.residentCid : (cid: number) => cid === ownCid;
     const w = await measureWindow(monitorUrl, { first, last }, shape, beating, state.workerTids);
     if (starting) state.threadRss = { before: rss0, after: w.rss };
     if (firstMain) state.mainRss = { before: rss0, after: w.rss };
@@ -261,7 +264,9 @@ export async function heartbeatThread(bench: Bench): Promise<Figure[]> {
   );
   const nc = await bench.server.connect();
   const problems: string[] = [];
-  const state: RowState = { workerTids: [], handle: undefined, threadRss: undefined, mainRss: undefined, rawRss: undefined };
+  // Beside every arm, so each measures beats of a running service (bench/resident-batch.ts).
+  const resident = await ResidentBatch.start(bench, policy, c.ackWaitMs, problems);
+  const state: RowState = { workerTids: [], handle: undefined, threadRss: undefined, mainRss: undefined, rawRss: undefined, residentCid: resident.clientId };
   const url = bench.monitorUrl;
   try {
     const s = await createStream(nc, "THREAD", shape.n);
@@ -399,6 +404,7 @@ export async function heartbeatThread(bench: Bench): Promise<Figure[]> {
       await Promise.race([handle.exited, sleep(10_000)]);
       await untilThreadsEnded(state.workerTids, 2000);
     }
+    await resident.dispose();
     await nc.close();
   }
 }

@@ -31,6 +31,7 @@ import { CommitThenAck, verifyInProgressPolicy, type VerifiedInProgressPolicy } 
 import type { Bench } from "../context.js";
 import { figure, goals, withProblems, type Figure } from "../figure.js";
 import { RawKeepAlive } from "../keep-alive.js";
+import { ResidentBatch } from "../resident-batch.js";
 import { addConsumer, consumerCounts, createStream, fetchExactly, waitAllAcked, type BenchStream, type ConsumerCounts } from "../jetstream.js";
 import { cpuMs, heapAfterGc, interleave, mainThreadCpuMs, median, pluck, sleep } from "../measure.js";
 import { countSocketWrites } from "../socket-writes.js";
@@ -198,6 +199,8 @@ export async function inFlight(bench: Bench): Promise<Figure[]> {
   );
   const nc = await bench.server.connect();
   const problems: string[] = [];
+  // Beside every arm, so each measures beats of a running service (bench/resident-batch.ts).
+  const resident = await ResidentBatch.start(bench, policy, c.ackWaitMs, problems);
   try {
     const s = await createStream(nc, "INFLIGHT", shape.n);
     const samples = await interleave<"library" | "raw", Sample>(
@@ -279,6 +282,7 @@ export async function inFlight(bench: Bench): Promise<Figure[]> {
       problems,
     );
   } finally {
+    await resident.dispose();
     await nc.close();
   }
 }
