@@ -18,8 +18,9 @@ import { publishLeaseEvent, wantsLeaseEvent } from "./lease-events.js";
 import { trackBatch } from "./batch-deadlines.js";
 import type { LeaseTracker } from "./lease-tracker.js";
 import type { CheckedThreadConnection } from "./heartbeat-thread-options.js";
-import { COALESCE_MS, type Scheduler, type ScheduledTask, type SchedulerEntry } from "./scheduler.js";
+import { COALESCE_MS, type Cohort, type Scheduler, type ScheduledTask, type SchedulerEntry } from "./scheduler.js";
 import { StallWatch, type StallWatcher } from "./stall-watch.js";
+import { supervisionCohort } from "./supervision-cohort.js";
 import { ThreadBeats } from "./thread-beats.js";
 import { BatchLease } from "./batch-lease.js";
 import type { Lease, WithInProgressOptions } from "./work-context.js";
@@ -199,18 +200,33 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
   }
 
   run(now: number, due: number): void {
-    if (this.#finished || this.#expired) return;
-    this.#metrics.observe(MetricNames.IN_PROGRESS_TICK_LATENESS_SECONDS, Math.max(0, now - due) / 1000);
+    const latenessMs = this.beginTick(now, due);
+    if (latenessMs < 0) return;
+    const result = this.sendPlainRound();
+    this.completeTick(result, now, latenessMs, this.#scheduler.clock.now() - now);
+  }
+
+  /** Supervisions run together when they fall due in the same tick. */
+  readonly cohort: Cohort = supervisionCohort;
+
+  /**
+   * A tick up to its frames. Returns its lateness (ms) when a plain round is due, to be sent and
+   * then completed by `completeTick`; -1 when the tick is done (expiry, thread, skip, confirmed).
+   */
+  beginTick(now: number, due: number): number {
+    if (this.#finished || this.#expired) return -1;
+    const latenessMs = Math.max(0, now - due);
+    this.#metrics.observe(MetricNames.IN_PROGRESS_TICK_LATENESS_SECONDS, latenessMs / 1000);
     if (this.#thread !== undefined) {
       this.#runThreaded(now);
-      if (this.#thread !== undefined || this.#finished || this.#expired) return;
+      if (this.#thread !== undefined || this.#finished || this.#expired) return -1;
     }
 
     if (now >= this.#tracker.deadline) {
       // A confirmed round sent before the deadline may still prove the lease; decide when it lands.
       if (this.#inFlight === 0) {
         this.#expire(now);
-        return;
+        return -1;
       }
     } else if (this.#beating && this.#nextBeat !== undefined && now + COALESCE_MS >= this.#nextBeat) {
       // Up to COALESCE_MS early: beats that fall close together leave in one tick.
@@ -218,38 +234,49 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
         this.#metrics.count(MetricNames.IN_PROGRESS_BEATS_SKIPPED_TOTAL);
         this.#waitingForProgress = true;
         this.#nextBeat = undefined;
-      } else {
-        this.#beat(now, Math.max(0, now - due));
+      } else if (this.#beat(now, latenessMs)) {
+        return latenessMs;
       }
     }
     this.#reschedule();
+    return -1;
   }
 
-  #beat(now: number, latenessMs: number): void {
+  /** Counts a beat, sends a confirmed round; true for a plain one (the caller sends it). */
+  #beat(now: number, latenessMs: number): boolean {
     this.beats += 1;
     this.#progressed = false;
     const beat = this.beats;
     this.#metrics.count(MetricNames.IN_PROGRESS_ATTEMPTS_TOTAL);
-    const clock = this.#scheduler.clock;
     const confirm = this.#opts.confirm;
     // Tentative; a failed round brings it forward, a closed connection or the limit clears it.
     this.#nextBeat = now + this.#policy.intervalMs;
-
-    if (confirm) {
-      const timeoutMs = confirm.timeoutMs ?? this.#confirmTimeoutMs();
-      this.#inFlight += 1;
-      void sendConfirmedRound(this.#msgs, confirm.connection, timeoutMs).then((result) => {
-        this.#inFlight -= 1;
-        if (this.#finished) return;
-        this.#record(result, beat, now, clock.now() - now, latenessMs, true);
-        this.#reschedule();
-      });
-    } else {
-      const result = sendRound(this.#msgs, this.#opts.connection);
-      this.#record(result, beat, now, clock.now() - now, latenessMs, false);
-    }
-
+    if (confirm === undefined) return true;
+    const clock = this.#scheduler.clock;
+    const timeoutMs = confirm.timeoutMs ?? this.#confirmTimeoutMs();
+    this.#inFlight += 1;
+    void sendConfirmedRound(this.#msgs, confirm.connection, timeoutMs).then((result) => {
+      this.#inFlight -= 1;
+      if (this.#finished) return;
+      this.#record(result, beat, now, clock.now() - now, latenessMs, true);
+      this.#reschedule();
+    });
     if (this.beats >= this.#policy.maxHeartbeats && this.#beating) this.#limitReached();
+    return false;
+  }
+
+  /** A plain round: `+WPI` for the batch's messages (see `sendRound`). */
+  sendPlainRound(): RoundResult {
+    return sendRound(this.#msgs, this.#opts.connection);
+  }
+
+  /** A plain round's frames were handed over (in `durationMs`): its books, the limit, the next tick. */
+  completeTick(result: RoundResult, now: number, latenessMs: number, durationMs: number): void {
+    // Settled while the other batches of its tick sent their frames: nothing left to keep.
+    if (this.#finished) return;
+    this.#record(result, this.beats, now, durationMs, latenessMs, false);
+    if (this.beats >= this.#policy.maxHeartbeats && this.#beating) this.#limitReached();
+    this.#reschedule();
   }
 
   #record(result: RoundResult, beat: number, sentAt: number, durationMs: number, latenessMs: number, confirmed: boolean): void {

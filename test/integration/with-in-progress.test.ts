@@ -2,7 +2,7 @@
  * withInProgress against a real nats-server: the ack-frame spy and consumer info are the
  * oracles. AckWait is 2 s and the interval 1 s throughout, so a 6 s write is 3× AckWait.
  */
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import type { JsMsg } from "@nats-io/jetstream";
 import {
   InMemoryMetrics,
@@ -12,6 +12,7 @@ import {
   withInProgress,
   type WorkContext,
 } from "../../src/index.js";
+import { supervisionCohort } from "../../src/lease/supervision-cohort.js";
 import { AckSpy } from "../helpers/ack-spy.js";
 import { consumerInfo, createFixture, fetchBatch, publish, type Fixture } from "../helpers/jetstream.js";
 import type { NatsServer } from "../helpers/nats-server.js";
@@ -74,6 +75,39 @@ describe("withInProgress on a real nats-server", () => {
     }
     expect(metrics.snapshot().counters[MetricNames.IN_PROGRESS_SUCCESSES_TOTAL]).toBe(spy.of("+WPI", seqs[0]).length);
     await spy.dispose();
+  });
+
+  it("twelve batches beating in the same ticks (one ends early): each keeps its own lease; a second worker on the durable receives nothing", async () => {
+    const { f, spy, msgs, seqs } = await setup(12);
+    const runAll = vi.spyOn(supervisionCohort, "runAll");
+    try {
+      const other = otherWorker(fx.srv, f, 7000);
+      // One batch per message, all started together with one interval: their beats fall due in the same ticks.
+      await Promise.all(msgs.map(async (m, i) => {
+        await withInProgress(m, () => sleep(i === 0 ? 1200 : 3 * ACK_WAIT_MS), policyFor());
+        m.ack();
+      }));
+      await fx.drain();
+      const o = await other;
+      await o.close();
+      expect(o.msgs).toHaveLength(0);
+      // The beats went out together: at least one tick ran every batch still writing in one call.
+      expect(Math.max(...runAll.mock.calls.map(([, from, to]) => to - from))).toBeGreaterThanOrEqual(11);
+      const info = await consumerInfo(f);
+      expect(info.delivered.consumer_seq).toBe(12);
+      expect(info.num_ack_pending).toBe(0);
+      for (const [i, seq] of seqs.entries()) {
+        const kinds = spy.forSequence(seq).map((x) => x.kind);
+        expect(kinds.at(-1)).toBe("+ACK");
+        expect(kinds.filter((k) => k === "+ACK")).toHaveLength(1);
+        expect(kinds.slice(0, -1).every((k) => k === "+WPI")).toBe(true);
+        if (i === 0) expect(kinds.length - 1).toBeLessThanOrEqual(1);
+        else expect(kinds.length - 1).toBeGreaterThanOrEqual(4);
+      }
+    } finally {
+      runAll.mockRestore();
+      await spy.dispose();
+    }
   });
 
   it("the same write without beats is redelivered to another worker", async () => {
