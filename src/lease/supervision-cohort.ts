@@ -32,9 +32,8 @@ export const supervisionCohort: Cohort = {
         // As the scheduler does for one task: the others still run.
       }
     }
-    // sendRound catches what a frame throws; a batch whose round threw anyway is left as `run`
-    // would leave it (no books for that round), and the others go on.
-    // Each round's duration is its own send, read from one clock reading to the next.
+    // Each round's duration is its own send, from one clock reading to the next. sendRound
+    // catches what a frame throws; a round that threw anyway gets no books, as under `run`.
     const results: (RoundResult | undefined)[] = [];
     const durations: number[] = [];
     let last = clock.now();

@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { MAX_TIMER_DELAY_MS, Scheduler, timerDelay, type Clock, type ScheduledTask } from "../../../src/lease/scheduler.js";
+import { MAX_TIMER_DELAY_MS, Scheduler, timerDelay, type Clock, type Cohort, type ScheduledTask, type SchedulerEntry } from "../../../src/lease/scheduler.js";
 import { ManualClock } from "../../helpers/fakes.js";
 
-function task(log: string[], name: string): ScheduledTask {
-  return { run: () => void log.push(name) };
+function task(log: string[], name: string, cohort?: Cohort): ScheduledTask & { name: string } {
+  return { name, cohort, run: () => void log.push(name) };
 }
 
 describe("Scheduler", () => {
@@ -113,6 +113,48 @@ describe("Scheduler", () => {
       expect(timerDelay(2 ** 31)).toBe(2 ** 31 - 1);
       expect(timerDelay(Number.POSITIVE_INFINITY)).toBe(2 ** 31 - 1);
       expect(timerDelay(Number.NaN)).toBe(2 ** 31 - 1);
+    });
+  });
+
+  describe("tasks of one cohort due in the same tick", () => {
+    /** A scheduler on a manual clock, and a cohort that records the tasks each call ran (and can throw). */
+    function setup(fail = false) {
+      const clock = new ManualClock();
+      const calls: string[][] = [];
+      const cohort: Cohort = {
+        runAll(due: readonly SchedulerEntry[], from: number, to: number): void {
+          calls.push(due.slice(from, to).map((e) => (e.task as ScheduledTask & { name: string }).name));
+          if (fail) throw new Error("cohort failed");
+        },
+      };
+      return { clock, s: new Scheduler(clock), t0: clock.now(), calls, log: [] as string[], cohort };
+    }
+
+    it("runs consecutive members in one call, a lone member and a task without a cohort by `run`", () => {
+      const { clock, s, t0, calls, log, cohort } = setup();
+      s.schedule(task(log, "a", cohort), t0 + 1000);
+      s.schedule(task(log, "b", cohort), t0 + 1001);
+      s.schedule(task(log, "c", cohort), t0 + 1002);
+      s.schedule(task(log, "plain"), t0 + 1003);
+      s.schedule(task(log, "d", cohort), t0 + 1004);
+      s.schedule(task(log, "later", cohort), t0 + 9000);
+      clock.advance(1500);
+      expect(calls).toEqual([["a", "b", "c"]]);
+      expect(log).toEqual(["plain", "d"]);
+      expect(s.size).toBe(1);
+    });
+
+    it("a cohort that throws stops neither the tasks after it nor the timer", () => {
+      const { clock, s, t0, calls, log, cohort } = setup(true);
+      s.schedule(task(log, "a", cohort), t0 + 1000);
+      s.schedule(task(log, "b", cohort), t0 + 1001);
+      s.schedule(task(log, "after"), t0 + 1002);
+      s.schedule(task(log, "next tick"), t0 + 5000);
+      clock.advance(1500);
+      expect(calls).toEqual([["a", "b"]]);
+      expect(log).toEqual(["after"]);
+      clock.advance(5000);
+      expect(log).toEqual(["after", "next tick"]);
     });
   });
 });

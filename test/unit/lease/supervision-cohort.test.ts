@@ -1,65 +1,7 @@
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { MetricNames, verifyInProgressPolicy, withInProgress, type MetricsSink } from "../../../src/index.js";
+import { describe, expect, it } from "vitest";
 import type { RoundResult } from "../../../src/lease/heartbeat-round.js";
-import { Scheduler, type Clock, type Cohort, type ScheduledTask, type SchedulerEntry } from "../../../src/lease/scheduler.js";
+import type { Clock, SchedulerEntry } from "../../../src/lease/scheduler.js";
 import { supervisionCohort } from "../../../src/lease/supervision-cohort.js";
-import { ManualClock, deferred, fakeMsg } from "../../helpers/fakes.js";
-
-const policy = (over: Record<string, unknown> = {}) =>
-  verifyInProgressPolicy({ enabled: true, intervalMs: 5000, maxHeartbeats: 5, shutdownTimeoutMs: 1000, ...over }, { ackWaitMs: 30_000, source: "configured" });
-
-/** A cohort that records the names of the tasks each call ran, and can be told to throw. */
-function recordingCohort(calls: string[][], fail = false): Cohort {
-  return {
-    runAll(due: readonly SchedulerEntry[], from: number, to: number): void {
-      calls.push(due.slice(from, to).map((e) => (e.task as ScheduledTask & { name: string }).name));
-      if (fail) throw new Error("cohort failed");
-    },
-  };
-}
-
-function named(log: string[], name: string, cohort?: Cohort): ScheduledTask & { name: string } {
-  return { name, cohort, run: () => void log.push(name) };
-}
-
-describe("Scheduler: tasks of one cohort due in the same tick", () => {
-  it("runs consecutive members in one call, a lone member and a task without a cohort by `run`", () => {
-    const clock = new ManualClock();
-    const s = new Scheduler(clock);
-    const t0 = clock.now();
-    const calls: string[][] = [];
-    const log: string[] = [];
-    const cohort = recordingCohort(calls);
-    s.schedule(named(log, "a", cohort), t0 + 1000);
-    s.schedule(named(log, "b", cohort), t0 + 1001);
-    s.schedule(named(log, "c", cohort), t0 + 1002);
-    s.schedule(named(log, "plain", undefined), t0 + 1003);
-    s.schedule(named(log, "d", cohort), t0 + 1004);
-    s.schedule(named(log, "later", cohort), t0 + 9000);
-    clock.advance(1500);
-    expect(calls).toEqual([["a", "b", "c"]]);
-    expect(log).toEqual(["plain", "d"]);
-    expect(s.size).toBe(1);
-  });
-
-  it("a cohort that throws stops neither the tasks after it nor the timer", () => {
-    const clock = new ManualClock();
-    const s = new Scheduler(clock);
-    const t0 = clock.now();
-    const calls: string[][] = [];
-    const log: string[] = [];
-    const cohort = recordingCohort(calls, true);
-    s.schedule(named(log, "a", cohort), t0 + 1000);
-    s.schedule(named(log, "b", cohort), t0 + 1001);
-    s.schedule(named(log, "after", undefined), t0 + 1002);
-    s.schedule(named(log, "next tick", undefined), t0 + 5000);
-    clock.advance(1500);
-    expect(calls).toEqual([["a", "b"]]);
-    expect(log).toEqual(["after"]);
-    clock.advance(5000);
-    expect(log).toEqual(["after", "next tick"]);
-  });
-});
 
 type Step = "begin" | "send" | "complete";
 
@@ -130,45 +72,5 @@ describe("supervisionCohort", () => {
     const tasks = [member(log, "a"), member(log, "b"), member(log, "c"), member(log, "d")];
     supervisionCohort.runAll(entries(tasks, 0), 1, 3, 0, steppingClock());
     expect(log).toEqual(["b:begin", "c:begin", "b:send", "c:send", "b:complete", "c:complete"]);
-  });
-});
-
-describe("withInProgress: batches due in the same tick", () => {
-  beforeEach(() => {
-    vi.useFakeTimers();
-  });
-  afterEach(() => {
-    vi.useRealTimers();
-  });
-
-  it("every batch's +WPI leaves before any batch's round is booked, and each batch keeps its own books", async () => {
-    const order: string[] = [];
-    const observed: number[] = [];
-    const metrics: MetricsSink = {
-      addCounter: () => undefined,
-      setGauge: () => undefined,
-      recordObservation: (name, value) => {
-        if (name !== MetricNames.IN_PROGRESS_HEARTBEAT_SECONDS) return;
-        order.push("book");
-        observed.push(value);
-      },
-    };
-    const msgs = Array.from({ length: 4 }, () => fakeMsg());
-    for (const m of msgs) {
-      const working = m.working.bind(m);
-      m.working = () => (order.push("wpi"), working());
-    }
-    // The third batch's write fails every beat: its failure is its own.
-    msgs[2]!.failWorking = new Error("connection closed");
-    const dones = msgs.map(() => deferred());
-    const ps = msgs.map((m, i) => withInProgress(m, () => dones[i]!.promise, policy(), { metrics }).catch((e: unknown) => e));
-    await vi.advanceTimersByTimeAsync(5000);
-    expect(order).toEqual(["wpi", "wpi", "wpi", "wpi", "book", "book", "book", "book"]);
-    expect(observed.every((v) => v >= 0)).toBe(true);
-    expect(msgs.map((m) => m.calls.working)).toEqual([1, 1, 0, 1]);
-    for (const d of dones) d.resolve();
-    const results = await Promise.all(ps);
-    expect(results.filter((r) => r instanceof Error)).toEqual([]);
-    expect(msgs.map((m) => m.calls.working)).toEqual([1, 1, 0, 1]);
   });
 });

@@ -333,6 +333,37 @@ describe("withInProgress with fake timers", () => {
     expect(gauge()).toBe(0);
   });
 
+  it("batches due in the same tick: every batch's +WPI leaves before any batch's round is booked, and each batch keeps its own books", async () => {
+    const order: string[] = [];
+    const observed: number[] = [];
+    const metrics: MetricsSink = {
+      addCounter: () => undefined,
+      setGauge: () => undefined,
+      recordObservation: (name, value) => {
+        if (name !== MetricNames.IN_PROGRESS_HEARTBEAT_SECONDS) return;
+        order.push("book");
+        observed.push(value);
+      },
+    };
+    const msgs = Array.from({ length: 4 }, () => fakeMsg());
+    for (const m of msgs) {
+      const working = m.working.bind(m);
+      m.working = () => (order.push("wpi"), working());
+    }
+    // The third batch's write fails every beat: its failure is its own.
+    msgs[2]!.failWorking = new Error("connection closed");
+    const dones = msgs.map(() => deferred());
+    const ps = msgs.map((m, i) => withInProgress(m, () => dones[i]!.promise, policy(), { metrics }).catch((e: unknown) => e));
+    await vi.advanceTimersByTimeAsync(5000);
+    expect(order).toEqual(["wpi", "wpi", "wpi", "wpi", "book", "book", "book", "book"]);
+    expect(observed.every((v) => v >= 0)).toBe(true);
+    expect(msgs.map((m) => m.calls.working)).toEqual([1, 1, 0, 1]);
+    for (const d of dones) d.resolve();
+    const results = await Promise.all(ps);
+    expect(results.filter((r) => r instanceof Error)).toEqual([]);
+    expect(msgs.map((m) => m.calls.working)).toEqual([1, 1, 0, 1]);
+  });
+
   it("thousands of concurrent batches share one timer", async () => {
     const dones = Array.from({ length: 2000 }, () => deferred());
     const msgs = dones.map(() => fakeMsg());
