@@ -32,7 +32,7 @@ import {
   type ToWorker,
   type WorkerInput,
 } from "./heartbeat-thread-protocol.js";
-import { COALESCE_MS, Scheduler, timerDelay, type ScheduledTask, type SchedulerEntry } from "./scheduler.js";
+import { joinWindowMs, Scheduler, timerDelay, type ScheduledTask, type SchedulerEntry } from "./scheduler.js";
 
 // Encoded once: a string payload is encoded again for every frame, which was about half of
 // what a publish cost the client.
@@ -43,13 +43,17 @@ class Batch implements ScheduledTask {
   schedulerEntry: SchedulerEntry | undefined = undefined;
   /** The last due round found the connection down: send it as soon as it is back. */
   failedLast = false;
+  /** A round due this soon joins a tick that runs anyway, as on the main thread. */
+  readonly earlyMs: number;
 
   constructor(
     readonly id: number,
     readonly slot: Slot,
     readonly subjects: readonly string[],
     readonly confirmTimeoutMs: number,
-  ) {}
+  ) {
+    this.earlyMs = joinWindowMs(Atomics.load(slot.ints, SLOT.INTERVAL_MS));
+  }
 
   run(now: number): void {
     runBatch(this, now);
@@ -177,7 +181,7 @@ function forget(b: Batch): void {
 /** What a slot's due time brings: a round, a wait, or the end of it. */
 function runBatch(b: Batch, now: number): void {
   if (closing) return;
-  const plan = planBeat(b.slot, now, COALESCE_MS);
+  const plan = planBeat(b.slot, now, b.earlyMs);
   if (plan.kind === "drop") {
     forget(b);
     return;

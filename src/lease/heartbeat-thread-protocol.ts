@@ -239,10 +239,10 @@ export type BeatPlan =
   | { readonly kind: "drop" };
 
 /**
- * Worker: what to do with a slot at `now` (epoch ms). A beat due within `coalesceMs` is due now,
- * so beats that fall close together leave in one socket write.
+ * Worker: what to do with a slot at `now` (epoch ms). A beat due within `earlyMs` is due now,
+ * so beats that fall close together leave in one tick and one socket write.
  */
-export function planBeat(slot: Slot, now: number, coalesceMs: number): BeatPlan {
+export function planBeat(slot: Slot, now: number, earlyMs: number): BeatPlan {
   const { ints, times } = slot;
   if (Atomics.load(ints, SLOT.STATE) !== STATE_ACTIVE) return { kind: "drop" };
   if (Atomics.load(ints, SLOT.RELEASED) >= slot.count) return { kind: "drop" };
@@ -251,7 +251,7 @@ export function planBeat(slot: Slot, now: number, coalesceMs: number): BeatPlan 
     return { kind: "drop" };
   }
   const due = fromTime(Atomics.load(times, TIME.NEXT_DUE));
-  if (due > now + coalesceMs) return { kind: "wait", at: due };
+  if (due > now + earlyMs) return { kind: "wait", at: due };
   const interval = Atomics.load(ints, SLOT.INTERVAL_MS);
   if (now >= fromTime(Atomics.load(times, TIME.UNTIL))) {
     // Past its bound: no beat; look again later in case the main thread moves the bound.

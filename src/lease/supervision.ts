@@ -18,7 +18,7 @@ import { publishLeaseEvent, wantsLeaseEvent } from "./lease-events.js";
 import { trackBatch } from "./batch-deadlines.js";
 import type { LeaseTracker } from "./lease-tracker.js";
 import type { CheckedThreadConnection } from "./heartbeat-thread-options.js";
-import { COALESCE_MS, type Cohort, type Scheduler, type ScheduledTask, type SchedulerEntry } from "./scheduler.js";
+import { COALESCE_MS, joinWindowMs, type Cohort, type Scheduler, type ScheduledTask, type SchedulerEntry } from "./scheduler.js";
 import { StallWatch, type StallWatcher } from "./stall-watch.js";
 import { supervisionCohort } from "./supervision-cohort.js";
 import { ThreadBeats } from "./thread-beats.js";
@@ -93,7 +93,7 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
     this.#scheduler = scheduler;
     this.#metrics = metrics;
     this.#run = run;
-
+    this.earlyMs = joinWindowMs(policy.intervalMs);
     const nowMono = scheduler.clock.now();
     this.#createdAt = nowMono;
     // Without BackOff every message has the same window, whatever its delivery count.
@@ -160,9 +160,8 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
   }
 
   /**
-   * The thread's beats were not confirmed to have reached the server before the final frame
-   * (its connection is slow or silently cut): one that is still on its way may follow the frame
-   * and cut a NAK's delay to AckWait. Reported as a final failed beat.
+   * The thread's beats were not confirmed to have reached the server before the final frame (a
+   * slow or cut connection): one still on its way may follow it and cut a NAK's delay to AckWait.
    */
   #notFlushed(err: unknown): void {
     this.#threadFailed(errorName(err), true);
@@ -208,6 +207,8 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
 
   /** Supervisions run together when they fall due in the same tick. */
   readonly cohort: Cohort = supervisionCohort;
+  /** A beat due this soon joins a tick that runs anyway (`joinWindowMs`). */
+  readonly earlyMs: number;
 
   /**
    * A tick up to its frames. Returns its lateness (ms) when a plain round is due, to be sent and
@@ -228,8 +229,8 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
         this.#expire(now);
         return -1;
       }
-    } else if (this.#beating && this.#nextBeat !== undefined && now + COALESCE_MS >= this.#nextBeat) {
-      // Up to COALESCE_MS early: beats that fall close together leave in one tick.
+    } else if (this.#beating && this.#nextBeat !== undefined && now + this.earlyMs >= this.#nextBeat) {
+      // Up to earlyMs early: beats that fall close together leave in one tick.
       if (this.#opts.requireProgress && !this.#progressed) {
         this.#metrics.count(MetricNames.IN_PROGRESS_BEATS_SKIPPED_TOTAL);
         this.#waitingForProgress = true;
@@ -285,8 +286,7 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
     else for (const i of result.refreshed) this.#tracker.refresh(i, sentAt);
     if (result.released !== undefined) for (const i of result.released) this.#tracker.release(i);
     if (result.refreshed !== "all" || result.released !== undefined) this.#tracker.settle();
-    // The work settled every message itself: nothing is left to keep alive, so no more rounds
-    // (they would send nothing, yet count towards maxHeartbeats and its onLimit).
+    // Every message settled by the work: no more rounds (empty, yet counted towards maxHeartbeats).
     if (result.released !== undefined && this.#tracker.deadline === Number.POSITIVE_INFINITY && this.#beating) this.stopBeating();
     if (result.failed === 0) {
       this.#metrics.count(MetricNames.IN_PROGRESS_SUCCESSES_TOTAL);

@@ -112,6 +112,31 @@ describe("the heartbeat thread", () => {
     await nc.flush();
   });
 
+  it("a lease due 80 ms after another beats in its round; a second worker on the durable receives nothing", async () => {
+    const f = await createFixture(nc, { ackWaitMs: 2000 });
+    await publish(f, 2);
+    await using spy = await AckSpy.start(nc, f.stream);
+    const msgs = await fetchBatch(f, 2);
+    const now = nowEpochMs();
+    const a = thread.register(replies([msgs[0]!]), { intervalMs: 1000, maxHeartbeats: 5, firstDueAt: now + 1000 });
+    const b = thread.register(replies([msgs[1]!]), { intervalMs: 1000, maxHeartbeats: 5, firstDueAt: now + 1080 });
+    const other = await srv.connect();
+    try {
+      const got = await fetchBatch({ ...f, nc: other, js: (await import("@nats-io/jetstream")).jetstream(other) }, 1, 4500);
+      expect(got).toHaveLength(0);
+      await eventually(() => a.beats >= 4 && b.beats >= 4, "four rounds each");
+      await Promise.all([a.stopAndFlush(), b.stopAndFlush()]);
+      for (const m of msgs) m.ack();
+      await nc.flush();
+      const beats = msgs.map((m) => spy.forSequence(m.seq).filter((x) => x.kind === "+WPI").map((x) => x.at));
+      expect(beats[1]!.length).toBeGreaterThanOrEqual(4);
+      // Without the join, each of the second's frames would leave 80 ms after the first's.
+      for (const [k, at] of beats[1]!.slice(0, 4).entries()) expect(Math.abs(at - beats[0]![k]!), spy.summary()).toBeLessThan(40);
+    } finally {
+      await other.close();
+    }
+  });
+
   it("released deliveries get no more beats; the others go on", async () => {
     const f = await createFixture(nc, { ackWaitMs: 5000 });
     await publish(f, 2);

@@ -110,6 +110,32 @@ describe("withInProgress on a real nats-server", () => {
     }
   });
 
+  it("a batch started 80 ms after another beats in its tick from the first round on; both keep their leases against a second worker", async () => {
+    const { f, spy, msgs, seqs } = await setup(2);
+    try {
+      const other = otherWorker(fx.srv, f, 7000);
+      const first = withInProgress(msgs[0]!, () => sleep(3 * ACK_WAIT_MS), policyFor());
+      await sleep(80);
+      const second = withInProgress(msgs[1]!, () => sleep(3 * ACK_WAIT_MS - 80), policyFor());
+      await Promise.all([first, second]);
+      for (const m of msgs) m.ack();
+      await fx.drain();
+      const o = await other;
+      await o.close();
+      expect(o.msgs).toHaveLength(0);
+      const beats = seqs.map((seq) => spy.forSequence(seq).filter((x) => x.kind === "+WPI").map((x) => x.at));
+      expect(beats[0]!.length).toBeGreaterThanOrEqual(4);
+      expect(beats[1]).toHaveLength(beats[0]!.length);
+      // Without the join, each of the second's frames would leave 80 ms after the first's.
+      for (const [k, at] of beats[1]!.entries()) expect(Math.abs(at - beats[0]![k]!), spy.summary()).toBeLessThan(40);
+      // Still refreshed at least once an interval (a join only brings a beat forward).
+      for (const b of beats) for (let k = 1; k < b.length; k++) expect(b[k]! - b[k - 1]!).toBeLessThan(1000 + 250);
+      for (const seq of seqs) expect(spy.forSequence(seq).filter((x) => x.kind === "+ACK")).toHaveLength(1);
+    } finally {
+      await spy.dispose();
+    }
+  });
+
   it("the same write without beats is redelivered to another worker", async () => {
     const { f, spy, msgs, seqs } = await setup(1);
     const other = otherWorker(fx.srv, f, 7000);

@@ -1,5 +1,16 @@
 import { describe, expect, it } from "vitest";
-import { MAX_TIMER_DELAY_MS, Scheduler, timerDelay, type Clock, type Cohort, type ScheduledTask, type SchedulerEntry } from "../../../src/lease/scheduler.js";
+import {
+  COALESCE_MS,
+  JOIN_MAX_MS,
+  MAX_TIMER_DELAY_MS,
+  Scheduler,
+  joinWindowMs,
+  timerDelay,
+  type Clock,
+  type Cohort,
+  type ScheduledTask,
+  type SchedulerEntry,
+} from "../../../src/lease/scheduler.js";
 import { ManualClock } from "../../helpers/fakes.js";
 
 function task(log: string[], name: string, cohort?: Cohort): ScheduledTask & { name: string } {
@@ -113,6 +124,35 @@ describe("Scheduler", () => {
       expect(timerDelay(2 ** 31)).toBe(2 ** 31 - 1);
       expect(timerDelay(Number.POSITIVE_INFINITY)).toBe(2 ** 31 - 1);
       expect(timerDelay(Number.NaN)).toBe(2 ** 31 - 1);
+    });
+  });
+
+  describe("a task that may run early joins a tick that runs anyway", () => {
+    it("a head task due within its earlyMs runs in the tick; one beyond it, or without earlyMs past COALESCE_MS, waits for its own", () => {
+      const clock = new ManualClock();
+      const s = new Scheduler(clock);
+      const t0 = clock.now();
+      const log: string[] = [];
+      const early = (name: string): ScheduledTask => ({ ...task(log, name), earlyMs: 100 });
+      s.schedule(task(log, "a"), t0 + 1000);
+      s.schedule(early("joins"), t0 + 1080);
+      s.schedule(early("too far"), t0 + 1150);
+      clock.advance(1000);
+      expect(log).toEqual(["a", "joins"]);
+      s.schedule(task(log, "b"), t0 + 1140);
+      s.schedule(task(log, "plain"), t0 + 1140 + COALESCE_MS + 10);
+      clock.advance(140);
+      expect(log).toEqual(["a", "joins", "b", "too far"]);
+      clock.advance(COALESCE_MS + 10);
+      expect(log).toEqual(["a", "joins", "b", "too far", "plain"]);
+    });
+
+    it("joinWindowMs: a tenth of the interval, at least COALESCE_MS, at most JOIN_MAX_MS", () => {
+      expect(joinWindowMs(1)).toBe(COALESCE_MS);
+      expect(joinWindowMs(100)).toBe(COALESCE_MS);
+      expect(joinWindowMs(500)).toBe(50);
+      expect(joinWindowMs(1000)).toBe(JOIN_MAX_MS);
+      expect(joinWindowMs(3_600_000)).toBe(JOIN_MAX_MS);
     });
   });
 

@@ -84,6 +84,48 @@ describe("withInProgress with fake timers", () => {
     await p;
   });
 
+  describe("a beat due soon after a tick joins it", () => {
+    /** Batch a starts now and b 60 ms later, both on `intervalMs`; `beats()` reads their +WPI counts, `end()` settles both. */
+    async function twoBatches(intervalMs: number) {
+      const [a, b] = [fakeMsg(), fakeMsg()];
+      const done = deferred();
+      const pa = withInProgress(a, () => done.promise, policy({ intervalMs }));
+      await vi.advanceTimersByTimeAsync(60);
+      const pb = withInProgress(b, () => done.promise, policy({ intervalMs }));
+      const beats = (): number[] => [a.calls.working, b.calls.working];
+      const end = async (): Promise<void> => {
+        done.resolve();
+        await Promise.all([pa, pb]);
+      };
+      return { beats, end };
+    }
+
+    it("within a tenth of the interval (1 s: 100 ms), b leaves in a's tick and then stays in step with it", async () => {
+      const { beats, end } = await twoBatches(1000);
+      await vi.advanceTimersByTimeAsync(939);
+      expect(beats()).toEqual([0, 0]);
+      // a is due: b, due 60 ms later, leaves in the same tick (60 ms early), and then with a.
+      await vi.advanceTimersByTimeAsync(1);
+      expect(beats()).toEqual([1, 1]);
+      await vi.advanceTimersByTimeAsync(999);
+      expect(beats()).toEqual([1, 1]);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(beats()).toEqual([2, 2]);
+      await end();
+    });
+
+    it("with a 100 ms interval (window 20 ms, the least), b due 60 ms after a keeps its own tick", async () => {
+      const { beats, end } = await twoBatches(100);
+      await vi.advanceTimersByTimeAsync(40);
+      expect(beats()).toEqual([1, 0]);
+      await vi.advanceTimersByTimeAsync(59);
+      expect(beats()).toEqual([1, 0]);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(beats()).toEqual([1, 1]);
+      await end();
+    });
+  });
+
   it("never sends more than maxHeartbeats rounds", async () => {
     const m = fakeMsg();
     const metrics = new InMemoryMetrics();
