@@ -86,10 +86,11 @@ describe("BackOff-aware mode on a real nats-server", () => {
       await sleep(3000);
       throw new TemporarySinkError("retry me");
     }, { receivedAt: t1 });
-    expect(r1.outcome).toBe("nacked");
     const timeline = () =>
       `frames ${spy.frames.map((x) => `${x.kind}@${x.deliveryCount}+${Math.round(x.at - p1)}ms`).join(" ")}; ` +
       `tick lateness ${JSON.stringify(metrics.snapshot().observations[MetricNames.IN_PROGRESS_TICK_LATENESS_SECONDS]?.map((v) => Math.round(v * 1000)))}`;
+    // On a failure, the frames and each tick's lateness say whether a beat came too late.
+    expect(r1.outcome, timeline()).toBe("nacked");
     expect(await other1, timeline()).toHaveLength(0);
     expect(r1.heartbeats).toBeGreaterThanOrEqual(4);
 
