@@ -114,9 +114,13 @@ describe("withInProgress on a real nats-server", () => {
     const { f, spy, msgs, seqs } = await setup(2);
     try {
       const other = otherWorker(fx.srv, f, 7000);
-      const first = withInProgress(msgs[0]!, () => sleep(3 * ACK_WAIT_MS), policyFor());
+      // Both writes end together, half an interval after a round (not on one, where the two
+      // could end on either side of the last tick and count different beats).
+      const writeMs = 3 * ACK_WAIT_MS - 500;
+      const first = withInProgress(msgs[0]!, () => sleep(writeMs), policyFor());
+      const startedAt = performance.now();
       await sleep(80);
-      const second = withInProgress(msgs[1]!, () => sleep(3 * ACK_WAIT_MS - 80), policyFor());
+      const second = withInProgress(msgs[1]!, () => sleep(writeMs - (performance.now() - startedAt)), policyFor());
       await Promise.all([first, second]);
       for (const m of msgs) m.ack();
       await fx.drain();
