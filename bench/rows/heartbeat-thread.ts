@@ -4,8 +4,9 @@
  * heartbeats on (interval 1 s; 0.5 s in the smoke run), `concurrency: 1000` and
  * `heartbeat: { thread: true }`, so all 1,000 messages are in flight at once, each in a handler
  * that stays pending (about 3 AckWait periods), each its own batch, and every `+WPI` is sent by
- * the process-wide worker thread on its own connection, while the main thread reads the
- * thread's counters from shared memory once per interval. Baselines: item 10's raw arm (the
+ * the process-wide worker thread on its own connection, while the main thread looks after
+ * every batch with one watch per interval (the thread's summary in shared memory, one field per
+ * delivery). Baselines: item 10's raw arm (the
  * same 1,000 messages fetched by hand and kept alive by raw `nc.publish(reply, "+WPI")` from
  * the main thread on one interval), and item 10's library arm (the same loop, beating from the
  * main thread). The three arms alternate round by round.
@@ -308,8 +309,8 @@ export async function heartbeatThread(bench: Bench): Promise<Figure[]> {
           goal: goals.ratioAtMost(0.1),
           samples: { value: pluck(th, "mainPer100k"), baseline: pluck(raw, "mainPer100k") },
           note:
-            "the thread sends every frame: what is left on the main thread is reading the thread's counters (each message a batch of its own under runEach, " +
-            `read once per interval), the leases' books and timer, and the loop; near 0 against sending the frames is the goal; ${framesNote}`,
+            "the thread sends every frame: what is left on the main thread is the watch's look once per interval (the thread's summary, one field per delivery; " +
+            `each message a batch of its own under runEach), the loop and the resident batch; near 0 against sending the frames is the goal; ${framesNote}`,
         }),
       );
     }

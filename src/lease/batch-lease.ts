@@ -14,16 +14,17 @@ import type { Lease } from "./work-context.js";
 export class BatchLease implements Lease {
   readonly #tracker: LeaseTracker;
   readonly #clock: Clock;
-  readonly #supervision: { readonly expired: boolean };
+  readonly #supervision: { readonly expired: boolean; freshen(): void };
   #remainingMs: (() => number) | undefined;
 
-  constructor(tracker: LeaseTracker, clock: Clock, supervision: { readonly expired: boolean }) {
+  constructor(tracker: LeaseTracker, clock: Clock, supervision: { readonly expired: boolean; freshen(): void }) {
     this.#tracker = tracker;
     this.#clock = clock;
     this.#supervision = supervision;
   }
 
   get deadline(): number {
+    this.#supervision.freshen();
     return Date.now() + (this.#tracker.deadline - this.#clock.now());
   }
 
@@ -31,7 +32,11 @@ export class BatchLease implements Lease {
   get remainingMs(): () => number {
     const tracker = this.#tracker;
     const clock = this.#clock;
-    return (this.#remainingMs ??= () => tracker.deadline - clock.now());
+    const supervision = this.#supervision;
+    return (this.#remainingMs ??= () => {
+      supervision.freshen();
+      return tracker.deadline - clock.now();
+    });
   }
 
   get expired(): boolean {
@@ -40,6 +45,7 @@ export class BatchLease implements Lease {
 
   /** What a log of the lease shows (its members live on the prototype, where a spread does not see them). */
   toJSON(): { deadline: number; remainingMs: number; expired: boolean } {
+    this.#supervision.freshen();
     return { deadline: this.deadline, remainingMs: this.#tracker.deadline - this.#clock.now(), expired: this.expired };
   }
 }

@@ -22,10 +22,12 @@ import {
   isReleased,
   nowEpochMs,
   planBeat,
+  publishHeadDue,
   recordConfirmed,
   recordFailure,
   SLOT,
   slotView,
+  STATE_LIMIT,
   TIME,
   type FromWorker,
   type Slot,
@@ -41,8 +43,10 @@ const WPI = new TextEncoder().encode("+WPI");
 /** A registered slot, as a task of the worker's scheduler. */
 class Batch implements ScheduledTask {
   schedulerEntry: SchedulerEntry | undefined = undefined;
-  /** The last due round found the connection down: send it as soon as it is back. */
+  /** The last due round found the connection down: send it as soon as it is back (see {@link setFailed}). */
   failedLast = false;
+  /** Its reaching the limit was counted in CONTROL.LIMITS. */
+  limitCounted = false;
   /** A round due this soon joins a tick that runs anyway, as on the main thread. */
   readonly earlyMs: number;
 
@@ -68,10 +72,15 @@ const ints = control.ints;
 const batches = new Map<number, Batch>();
 /** Due slots waiting for progress: not scheduled; a wake from the main thread looks at them. */
 const waiting = new Set<Batch>();
-// Epoch milliseconds: the scale the slots' times are on.
-const scheduler = new Scheduler({
+// Epoch milliseconds: the scale the slots' times are on. After each tick the earliest due time
+// left is published: the main thread bounds every beating slot's last beat by it.
+const scheduler: Scheduler = new Scheduler({
   now: nowEpochMs,
-  setTimer: (fn, ms) => setTimeout(fn, timerDelay(ms)),
+  setTimer: (fn, ms) =>
+    setTimeout(() => {
+      fn();
+      publishHeadDue(control, scheduler.nextDue ?? Number.POSITIVE_INFINITY);
+    }, timerDelay(ms)),
   clearTimer: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
 });
 let nc: NatsConnection | undefined;
@@ -172,7 +181,23 @@ async function watchStatus(conn: NatsConnection): Promise<void> {
   }
 }
 
+/** Keeps CONTROL.FAILING equal to the number of slots whose last due round did not go out. */
+function setFailed(b: Batch, failed: boolean): void {
+  if (b.failedLast === failed) return;
+  b.failedLast = failed;
+  Atomics.add(ints, CONTROL.FAILING, failed ? 1 : -1);
+}
+
+/** Counts a slot that reached its limit, once: the main thread then looks at every batch. */
+function countLimit(b: Batch): void {
+  if (b.limitCounted || Atomics.load(b.slot.ints, SLOT.STATE) !== STATE_LIMIT) return;
+  b.limitCounted = true;
+  Atomics.add(ints, CONTROL.LIMITS, 1);
+}
+
 function forget(b: Batch): void {
+  countLimit(b);
+  setFailed(b, false);
   batches.delete(b.id);
   waiting.delete(b);
   scheduler.cancel(b);
@@ -199,7 +224,7 @@ function runBatch(b: Batch, now: number): void {
   if (!connected || conn === undefined) {
     // The client would drop the frames: a failure, not a beat.
     recordFailure(b.slot, now, interval);
-    b.failedLast = true;
+    setFailed(b, true);
     scheduler.schedule(b, now + interval, now);
     return;
   }
@@ -216,7 +241,8 @@ function runBatch(b: Batch, now: number): void {
   }
   endRound(b.slot, now, plan.progress, sent && b.confirmTimeoutMs === 0);
   if (!sent) Atomics.add(b.slot.ints, SLOT.FAILURES, 1);
-  b.failedLast = !sent;
+  setFailed(b, !sent);
+  countLimit(b);
   scheduler.schedule(b, now + interval, now);
 }
 
@@ -312,6 +338,9 @@ port.on("message", (m: ToWorker) => {
     const b = new Batch(m.id, slot, m.subjects, Atomics.load(slot.ints, SLOT.CONFIRM_TIMEOUT_MS));
     batches.set(m.id, b);
     scheduler.schedule(b, fromTime(Atomics.load(slot.times, TIME.NEXT_DUE)));
+    // The head now bounds this slot too; REGISTERED tells the main thread so, after the head.
+    publishHeadDue(control, scheduler.nextDue ?? Number.POSITIVE_INFINITY);
+    Atomics.add(ints, CONTROL.REGISTERED, 1);
   } else if (m.type === "flush") {
     flushIds.push(m.id);
     // Requests that arrive together share one PING.

@@ -25,7 +25,7 @@
 import type { CheckedThreadConnection } from "./heartbeat-thread-options.js";
 
 /** Bumped when the layout changes: threads of two layouts never share a registry entry. */
-export const PROTOCOL_VERSION = 1;
+export const PROTOCOL_VERSION = 2;
 
 /** Control block fields (Int32). */
 export const CONTROL = {
@@ -41,8 +41,18 @@ export const CONTROL = {
   ERRORS: 4,
   /** 1 once the worker's connection is closed for good. */
   CLOSED: 5,
+  /** Slots whose last due round was not handed to a connected connection (they wait for a retry). */
+  FAILING: 6,
+  /** Bumped each time a slot reaches its `maxHeartbeats`. */
+  LIMITS: 7,
+  /** Slots the main thread posted for registration (bumped before each post). */
+  POSTED: 8,
+  /** Slots the worker scheduled, in the order posted; bumped after the head due time that includes it. */
+  REGISTERED: 9,
 } as const;
-const CONTROL_INTS = 8;
+const CONTROL_INTS = 12;
+/** After the ints: the earliest due time in the worker's schedule after its last tick (BigInt64, epoch µs). */
+const CONTROL_HEAD_OFFSET = CONTROL_INTS * 4;
 
 /** Slot fields (Int32). */
 export const SLOT = {
@@ -98,9 +108,12 @@ export const SLOT_FLAGS = { REQUIRE_PROGRESS: 1, CONFIRM: 2 } as const;
 /** Stored for "never" (also for Infinity and NaN). */
 const NEVER = 1n << 62n;
 
+// Read once: the getter costs microseconds, and a thread's origin never changes.
+const ORIGIN = performance.timeOrigin;
+
 /** Epoch milliseconds on the scale both threads share. */
 export function nowEpochMs(): number {
-  return performance.timeOrigin + performance.now();
+  return ORIGIN + performance.now();
 }
 
 export function toTime(ms: number): bigint {
@@ -114,14 +127,30 @@ export function fromTime(t: bigint): number {
 export interface ControlBlock {
   readonly buffer: SharedArrayBuffer;
   readonly ints: Int32Array;
+  /** [0]: the head due time (see {@link publishHeadDue}). */
+  readonly head: BigInt64Array;
 }
 
 export function createControl(): ControlBlock {
-  return controlBlock(new SharedArrayBuffer(CONTROL_INTS * 4));
+  return controlBlock(new SharedArrayBuffer(CONTROL_HEAD_OFFSET + 8));
 }
 
 export function controlBlock(buffer: SharedArrayBuffer): ControlBlock {
-  return { buffer, ints: new Int32Array(buffer, 0, CONTROL_INTS) };
+  return { buffer, ints: new Int32Array(buffer, 0, CONTROL_INTS), head: new BigInt64Array(buffer, CONTROL_HEAD_OFFSET, 1) };
+}
+
+/**
+ * Worker, after each tick: the earliest due time left in its schedule (Infinity: none). Every
+ * slot whose last round went out (FAILING 0) was sent one interval before its next due time,
+ * so no such slot's last beat is older than this minus its interval.
+ */
+export function publishHeadDue(control: ControlBlock, epochMs: number): void {
+  Atomics.store(control.head, 0, toTime(epochMs));
+}
+
+/** Main thread: the worker's last published head due time (0 before its first tick). */
+export function readHeadDue(control: ControlBlock): number {
+  return fromTime(Atomics.load(control.head, 0));
 }
 
 /** Wakes the worker (it waits on WAKE with `Atomics.waitAsync`). */

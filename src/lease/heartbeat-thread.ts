@@ -205,6 +205,7 @@ class ThreadCore implements ThreadLink {
     });
     const id = this.#nextId++;
     this.leases += 1;
+    Atomics.add(this.control.ints, CONTROL.POSTED, 1);
     this.worker.postMessage({ type: "register", id, buffer: slot.buffer, subjects: [...subjects] });
     return new ThreadLease(slot, this);
   }
@@ -259,6 +260,9 @@ function epoch(where: string, value: unknown, fallback: number): number {
   return value;
 }
 
+/** The shared memory of a handle's thread: the same block for every handle on one thread (not public). */
+export let threadControl: (handle: HeartbeatThread) => ControlBlock;
+
 /**
  * A process-wide heartbeat thread: a worker thread with its own NATS connection that sends the
  * `+WPI` beats of registered batches, driven through shared memory, so beats go on while the
@@ -288,6 +292,10 @@ function epoch(where: string, value: unknown, fallback: number): number {
 export class HeartbeatThread {
   readonly #core: ThreadCore;
   #released = false;
+
+  static {
+    threadControl = (h) => h.#core.control;
+  }
 
   private constructor(core: ThreadCore) {
     this.#core = core;

@@ -7,14 +7,14 @@ import type { JsMsg } from "@nats-io/jetstream";
 import { errorName, HeartbeatLimitError, LeaseExpiredError } from "../errors.js";
 import type { VerifiedInProgressPolicy } from "../policy/in-progress-policy.js";
 import { windowFor, windowIsShared } from "../policy/redelivery-window.js";
-import { batchConnectionClosed } from "../nats/connection-state.js";
-import { isSettled } from "../nats/message-access.js";
+import { batchConnectionClosed, publisherOf } from "../nats/connection-state.js";
 import { MetricNames } from "../telemetry/metric-names.js";
 import type { MetricsRecorder } from "../telemetry/metrics-recorder.js";
 import type { MetricsSink } from "../telemetry/metrics-sink.js";
 import type { TraceRecorder } from "../telemetry/tracing.js";
 import { sendConfirmedRound, sendRound, type ClosableConnection, type RequestConnection, type RoundResult } from "./heartbeat-round.js";
-import { publishLeaseEvent, wantsLeaseEvent } from "./lease-events.js";
+import { publishLeaseEvent } from "./lease-events.js";
+import { reportRound, reportThreadReading, type ReportTarget } from "./beat-reports.js";
 import { trackBatch } from "./batch-deadlines.js";
 import type { LeaseTracker } from "./lease-tracker.js";
 import type { CheckedThreadConnection } from "./heartbeat-thread-options.js";
@@ -22,6 +22,7 @@ import { COALESCE_MS, joinWindowMs, type Cohort, type Scheduler, type ScheduledT
 import { StallWatch, type StallWatcher } from "./stall-watch.js";
 import { supervisionCohort } from "./supervision-cohort.js";
 import { ThreadBeats } from "./thread-beats.js";
+import { WatchSeat } from "./thread-watch.js";
 import { BatchLease } from "./batch-lease.js";
 import type { Lease, WithInProgressOptions } from "./work-context.js";
 import type { SupervisionHandle, WorkRun } from "./work-run.js";
@@ -55,6 +56,8 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
   readonly #tracker: LeaseTracker;
   readonly #batchId: number;
   readonly #trace: TraceRecorder;
+  /** Where its rounds are counted, traced and published. */
+  readonly #reports: ReportTarget;
   #lease: Lease | undefined;
   #nextBeat: number | undefined;
   #beating = true;
@@ -67,13 +70,15 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
   readonly #createdAt: number;
   /** The batch on the heartbeat thread, when it beats there. */
   #thread: ThreadBeats | undefined;
-  /** Messages the work settled itself, known to the thread (thread mode only). */
-  #releasedOnThread: Uint8Array | undefined;
   #lastThreadBeat = Number.NEGATIVE_INFINITY;
   /** Settling: the books are closed, nothing is aborted any more (the work is over). */
   #finishing = false;
   readonly #stall: StallWatcher;
-  readonly #watch: StallWatch;
+  readonly #stallWatch: StallWatch;
+  /** The lease window less the interval, when every message has the same window. */
+  readonly #slackMs: number | undefined;
+  /** Thread mode: its seat under the watch that looks after it instead of its own task (thread-watch.ts). */
+  #seat: WatchSeat | undefined;
 
   constructor(
     msgs: readonly JsMsg[],
@@ -93,6 +98,7 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
     this.#scheduler = scheduler;
     this.#metrics = metrics;
     this.#run = run;
+    this.#reports = { metrics, trace, batchId, size: msgs.length };
     this.earlyMs = joinWindowMs(policy.intervalMs);
     const nowMono = scheduler.clock.now();
     this.#createdAt = nowMono;
@@ -102,7 +108,8 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
     // Every message is refreshed at least every intervalMs, counting from its delivery.
     this.#nextBeat = Math.max(nowMono, this.#tracker.oldestRefresh() + policy.intervalMs);
     this.#stall = { windowMs: shared ?? windowFor(policy, undefined), metrics, threaded: opts.thread !== undefined };
-    this.#watch = StallWatch.of(scheduler);
+    this.#slackMs = shared === undefined ? undefined : shared - policy.intervalMs;
+    this.#stallWatch = StallWatch.of(scheduler);
   }
 
   /** The batch lease, made on first use. */
@@ -119,7 +126,7 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
     this.#metrics.gaugeAdd(MetricNames.CURRENT_IN_PROGRESS_BATCHES_ACTIVE, 1);
     const now = this.#createdAt;
     // Before the batch's own tick: the watch's earlier one arms the timer once.
-    this.#watch.enter(this.#stall, now);
+    this.#stallWatch.enter(this.#stall, now);
     if (this.#opts.thread !== undefined) this.#startThread(now);
     // Set up moments ago, in the same call: its clock reading still stands.
     this.#reschedule(now);
@@ -132,8 +139,9 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
   finish(): void {
     if (this.#finished) return;
     const now = this.#scheduler.clock.now();
-    this.#watch.leave(this.#stall, now);
+    this.#stallWatch.leave(this.#stall, now);
     this.#finishing = true;
+    this.#seat?.leave();
     if (this.#thread !== undefined && !this.#expired) this.#syncThread(now);
     this.#thread?.stop();
     if (!this.#expired && this.#inFlight === 0 && now > this.#tracker.deadline + this.#confirmGraceMs()) this.#expire(now, false);
@@ -288,30 +296,8 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
     if (result.refreshed !== "all" || result.released !== undefined) this.#tracker.settle();
     // Every message settled by the work: no more rounds (empty, yet counted towards maxHeartbeats).
     if (result.released !== undefined && this.#tracker.deadline === Number.POSITIVE_INFINITY && this.#beating) this.stopBeating();
-    if (result.failed === 0) {
-      this.#metrics.count(MetricNames.IN_PROGRESS_SUCCESSES_TOTAL);
-      this.#trace.heartbeat(beat, 0);
-      // The payload's closure is built only when someone listens: this runs once per beat.
-      if (wantsLeaseEvent("heartbeatSent")) publishLeaseEvent("heartbeatSent", () => ({
-        batchId: this.#batchId,
-        batchSize: this.#msgs.length,
-        beat,
-        durationMs,
-        latenessMs,
-        confirmed,
-      }));
-      return;
-    }
-    this.#metrics.count(MetricNames.IN_PROGRESS_FAILURES_TOTAL);
-    this.#trace.heartbeat(beat, result.failed);
-    publishLeaseEvent("heartbeatFailed", () => ({
-      batchId: this.#batchId,
-      batchSize: this.#msgs.length,
-      beat,
-      failedMessages: result.failed,
-      errorName: errorName(result.firstError),
-      final: result.closed,
-    }));
+    reportRound(result, beat, durationMs, latenessMs, confirmed, this.#reports);
+    if (result.failed === 0) return;
     if (result.closed) {
       this.stopBeating();
     } else if (this.#beating && this.#nextBeat !== undefined) {
@@ -341,6 +327,7 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
     this.#expired = true;
     this.#beating = false;
     this.#nextBeat = undefined;
+    this.#seat?.leave();
     this.#thread?.stop();
     const overdueMs = now - this.#tracker.deadline;
     this.#metrics.count(MetricNames.IN_PROGRESS_LEASE_EXPIRED_TOTAL);
@@ -370,7 +357,6 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
     });
     if (started instanceof ThreadBeats) {
       this.#thread = started;
-      this.#releasedOnThread = new Uint8Array(this.#msgs.length);
       return;
     }
     // Beats come from this thread instead: counted as a failure so the fallback is seen (beat 0).
@@ -387,6 +373,11 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
       this.#expire(now);
       return;
     }
+    if (this.#watchable()) {
+      this.#joinWatch(now);
+      return;
+    }
+    this.#seat?.leave();
     // Look again one interval on (the thread's next round), or at the deadline.
     const next = this.#beating ? Math.min(deadline, now + this.#policy.intervalMs) : deadline;
     if (next === Number.POSITIVE_INFINITY) this.#unwatch();
@@ -395,53 +386,22 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
 
   /** Every message was settled by the work: no lease left to keep or to lose, no timer. */
   #unwatch(): void {
+    this.#seat?.leave();
     this.#scheduler.cancel(this);
-    this.#watch.leave(this.#stall, this.#scheduler.clock.now());
+    this.#stallWatch.leave(this.#stall, this.#scheduler.clock.now());
   }
 
   /** Brings the books up to what the thread did: counts, events, the lease, settled messages, the limit. */
   #syncThread(now: number): void {
     const thread = this.#thread;
     if (thread === undefined) return;
-    const r = thread.read();
-    const confirmed = this.#opts.confirm !== undefined;
     const first = this.beats;
+    const r = thread.read();
     this.beats = r.beats;
-    if (r.successes > 0) {
-      this.#metrics.count(MetricNames.IN_PROGRESS_ATTEMPTS_TOTAL, r.successes);
-      this.#metrics.count(MetricNames.IN_PROGRESS_SUCCESSES_TOTAL, r.successes);
-      for (let k = 1; k <= r.successes; k++) {
-        const beat = Math.min(r.beats, first + k);
-        this.#trace.heartbeat(beat, 0);
-        if (wantsLeaseEvent("heartbeatSent")) publishLeaseEvent("heartbeatSent", () => ({ batchId: this.#batchId, batchSize: this.#msgs.length, beat, durationMs: 0, latenessMs: 0, confirmed }));
-      }
-    }
-    if (r.failures > 0) {
-      this.#metrics.count(MetricNames.IN_PROGRESS_ATTEMPTS_TOTAL, r.failures);
-      this.#metrics.count(MetricNames.IN_PROGRESS_FAILURES_TOTAL, r.failures);
-      this.#trace.heartbeat(r.beats, this.#msgs.length);
-      const errorName = thread.connected ? "TimeoutError" : "DisconnectedError";
-      publishLeaseEvent("heartbeatFailed", () => ({ batchId: this.#batchId, batchSize: this.#msgs.length, beat: r.beats, failedMessages: this.#msgs.length, errorName, final: false }));
-    }
-    if (r.lastBeatAgoMs !== undefined) {
-      const at = now - r.lastBeatAgoMs;
-      if (at > this.#lastThreadBeat) {
-        this.#lastThreadBeat = at;
-        this.#tracker.refreshAll(at);
-      }
-    }
+    reportThreadReading(r, first, this.#opts.confirm !== undefined, thread.connected, this.#reports);
+    if (r.lastBeatAgoMs !== undefined) this.#refreshFrom(now - r.lastBeatAgoMs);
     // Messages the work settled itself need no beat (the thread cannot see a settle).
-    const released = this.#releasedOnThread!;
-    let any = false;
-    for (let i = 0; i < this.#msgs.length; i++) {
-      if (released[i] === 0 && isSettled(this.#msgs[i]!)) {
-        released[i] = 1;
-        thread.release(i);
-        this.#tracker.release(i);
-        any = true;
-      }
-    }
-    if (any) {
+    if (thread.releaseSettled(this.#msgs, this.#tracker)) {
       this.#tracker.settle();
       if (this.#tracker.deadline === Number.POSITIVE_INFINITY && this.#beating) this.stopBeating();
     }
@@ -457,13 +417,47 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
    */
   #leaveThread(now: number): void {
     const thread = this.#thread!;
+    this.#seat?.leave();
     this.#thread = undefined;
-    this.#releasedOnThread = undefined;
     this.#stall.threaded = false;
     // Stops and gives the handle back; nothing to flush on a thread that is gone.
     void thread.quiet();
     this.#threadFailed("HeartbeatThreadError", false);
     if (this.#beating && !this.#finishing) this.#nextBeat = now;
+  }
+
+  #refreshFrom(at: number): void {
+    if (at > this.#lastThreadBeat) this.#tracker.refreshAll((this.#lastThreadBeat = at));
+  }
+
+  /** Heartbeats so far; read from the thread while the watch keeps the books (they lag until its next look). */
+  get heartbeatsNow(): number {
+    return this.#seat?.joined === true ? Math.max(this.beats, this.#thread?.beatsNow ?? 0) : this.beats;
+  }
+
+  /** Brings the lease's deadline up to the thread's last beat while the watch keeps the books. */
+  freshen(): void {
+    const ago = this.#seat?.joined === true ? this.#thread?.lastBeatAgoMs() : undefined;
+    if (ago !== undefined) this.#refreshFrom(this.#scheduler.clock.now() - ago);
+  }
+
+  /**
+   * Thread mode: whether the watch may look after the batch: not while anything reads its books
+   * per beat (metrics, a trace, confirmed or conditional beats, per-message windows).
+   */
+  #watchable(): boolean {
+    return this.#thread !== undefined && this.#beating && !this.#finishing && this.#slackMs !== undefined && this.#opts.confirm === undefined &&
+      !this.#opts.requireProgress && !this.#metrics.enabled && !this.#trace.active;
+  }
+
+  #joinWatch(now: number): void {
+    this.#scheduler.cancel(this);
+    // A look of its own (it may leave), and a settle the work made: released on the thread.
+    const thread = this.#thread!;
+    this.#seat ??= new WatchSeat(this.#policy.intervalMs, this.#slackMs!, this.#msgs, this.#opts.connection ?? publisherOf(this.#msgs[0]), thread.registration, thread.firstDueAt,
+      (n) => (this.run(n, n), this.#seat!.joined ? this.#tracker.deadline : Number.POSITIVE_INFINITY),
+      (n) => void (this.#syncThread(n), this.#seat!.joined && !this.#watchable() && this.#reschedule(n)));
+    this.#seat.join(this.#scheduler, thread.control, now, this.#tracker.deadline);
   }
 
   /** Confirmed beats: how long a round's replies may take, the wait before a deadline counts as passed. */
@@ -480,6 +474,9 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
   #reschedule(now?: number): void {
     if (this.#finished || this.#expired) return;
     if (this.#thread !== undefined) {
+      // From its start, when nothing reads its books per beat: the watch looks after it.
+      if (this.#watchable()) return this.#joinWatch(now ?? this.#scheduler.clock.now());
+      this.#seat?.leave();
       // Thread mode: the next look is at the thread's next round, or the deadline.
       const t = now ?? this.#scheduler.clock.now();
       const deadline = this.#tracker.deadline + this.#confirmGraceMs();

@@ -5,11 +5,11 @@
  */
 import type { JsMsg } from "@nats-io/jetstream";
 import { HeartbeatThreadError } from "../errors.js";
-import { replySubject } from "../nats/message-access.js";
-import { HeartbeatThread } from "./heartbeat-thread.js";
+import { isSettled, replySubject } from "../nats/message-access.js";
+import { HeartbeatThread, threadControl } from "./heartbeat-thread.js";
 import type { ThreadLease } from "./heartbeat-thread-lease.js";
 import type { CheckedThreadConnection } from "./heartbeat-thread-options.js";
-import { nowEpochMs } from "./heartbeat-thread-protocol.js";
+import { CONTROL, nowEpochMs, type ControlBlock } from "./heartbeat-thread-protocol.js";
 
 /** How long the flush before a final frame may take at most (the thread's connection is slow or down). */
 const MAX_QUIET_MS = 2000;
@@ -39,12 +39,22 @@ export class ThreadBeats {
   #seenFailures = 0;
   #seenConfirmed = 0;
   #released = false;
+  /** Deliveries the work settled itself, released on the thread. */
+  readonly #settled: Uint8Array;
 
-  private constructor(handle: HeartbeatThread, lease: ThreadLease, confirm: boolean, intervalMs: number) {
+  /** Its place in the order the thread's slots were posted (the thread counts those it scheduled). */
+  readonly registration: number;
+  /** Epoch ms of its first round. */
+  readonly firstDueAt: number;
+
+  private constructor(handle: HeartbeatThread, lease: ThreadLease, confirm: boolean, intervalMs: number, firstDueAt: number) {
     this.#handle = handle;
     this.#lease = lease;
+    this.registration = Atomics.load(threadControl(handle).ints, CONTROL.POSTED);
+    this.firstDueAt = firstDueAt;
     this.#confirm = confirm;
     this.#intervalMs = intervalMs;
+    this.#settled = new Uint8Array(lease.size);
   }
 
   /**
@@ -66,18 +76,35 @@ export class ThreadBeats {
     let handle: HeartbeatThread | undefined;
     try {
       handle = HeartbeatThread.acquire(connection);
+      const firstDueAt = nowEpochMs() + Math.max(0, o.firstDueInMs);
       const lease = handle.register(replies, {
         intervalMs: o.intervalMs,
         maxHeartbeats: o.maxHeartbeats,
-        firstDueAt: nowEpochMs() + Math.max(0, o.firstDueInMs),
+        firstDueAt,
         requireProgress: o.requireProgress,
         ...(o.confirmTimeoutMs !== undefined ? { confirm: { timeoutMs: o.confirmTimeoutMs } } : {}),
       });
-      return new ThreadBeats(handle, lease, o.confirmTimeoutMs !== undefined, o.intervalMs);
+      return new ThreadBeats(handle, lease, o.confirmTimeoutMs !== undefined, o.intervalMs, firstDueAt);
     } catch (err) {
       handle?.release();
       return err instanceof HeartbeatThreadError ? err : new HeartbeatThreadError("closed", "the heartbeat thread could not take the batch", { cause: err });
     }
+  }
+
+  /** The thread's shared memory: the same block for every batch on one thread (the watch's key). */
+  get control(): ControlBlock {
+    return threadControl(this.#handle);
+  }
+
+  /** Rounds the thread sent so far, read now (the books are not brought up to date). */
+  get beatsNow(): number {
+    return this.#lease.beats;
+  }
+
+  /** How long ago (ms) the last accepted round left, read now; `undefined` before the first. */
+  lastBeatAgoMs(): number | undefined {
+    const last = this.#lease.lastBeatAt;
+    return last === undefined ? undefined : Math.max(0, nowEpochMs() - last);
   }
 
   /** Whether the thread's connection is up now. */
@@ -114,6 +141,24 @@ export class ThreadBeats {
   /** One sign of progress, for `requireProgress`. */
   progress(): void {
     this.#lease.progress();
+  }
+
+  /**
+   * Releases on the thread every delivery of `msgs` the work settled since the last call (the
+   * thread cannot see a settle), and in `books`; true when there was one.
+   */
+  releaseSettled(msgs: readonly JsMsg[], books: { release(i: number): void }): boolean {
+    const settled = this.#settled;
+    let any = false;
+    for (let i = 0; i < msgs.length; i++) {
+      if (settled[i] === 0 && isSettled(msgs[i]!)) {
+        settled[i] = 1;
+        this.#lease.release(i);
+        books.release(i);
+        any = true;
+      }
+    }
+    return any;
   }
 
   /** Delivery `i` was settled by the work: no more beats for it. */

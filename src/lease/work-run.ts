@@ -5,8 +5,8 @@ import type { Lease, WorkContext } from "./work-context.js";
 
 /** What a call needs of its heartbeat supervision (implemented by `Supervision`). */
 export interface SupervisionHandle {
-  /** Heartbeat rounds sent so far. */
-  readonly beats: number;
+  /** Heartbeat rounds sent so far, read now. */
+  readonly heartbeatsNow: number;
   /** The batch lease. */
   readonly lease: Lease;
   /** No more beats; the lease is still watched. */
@@ -140,7 +140,7 @@ export class SupervisedContext implements WorkContext {
   }
 
   get heartbeats(): number {
-    return this.#supervision?.beats ?? 0;
+    return this.#supervision?.heartbeatsNow ?? 0;
   }
 
   get lease(): Lease | undefined {

@@ -67,6 +67,16 @@ export function batchConnectionClosed(msgs: readonly JsMsg[], connection: { isCl
   return first !== undefined && connectionClosed(first) === true;
 }
 
+/** What reports the closing of the connection that delivered `m` (its client's publisher), if readable. */
+export function publisherOf(m: JsMsg | undefined): { isClosed(): unknown } | undefined {
+  try {
+    const publisher = (m as unknown as { msg?: { publisher?: { isClosed?: () => unknown } } } | undefined)?.msg?.publisher;
+    return typeof publisher?.isClosed === "function" ? (publisher as { isClosed(): unknown }) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * The client layer that delivered `m` (its protocol handler: the connection's options, server
  * info and state), for deriving the heartbeat thread's connection; `undefined` when unreadable.

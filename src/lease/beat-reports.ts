@@ -1,0 +1,62 @@
+/**
+ * What a heartbeat round leaves in a batch's books outside the lease: the metrics, the trace
+ * and the lease events, for rounds sent from the main thread and for what the heartbeat thread
+ * reports.
+ */
+import { errorName } from "../errors.js";
+import { MetricNames } from "../telemetry/metric-names.js";
+import type { MetricsRecorder } from "../telemetry/metrics-recorder.js";
+import type { TraceRecorder } from "../telemetry/tracing.js";
+import type { RoundResult } from "./heartbeat-round.js";
+import { publishLeaseEvent, wantsLeaseEvent } from "./lease-events.js";
+import type { ThreadReading } from "./thread-beats.js";
+/** Where a batch's books go: its metrics, its trace, the lease events. */
+export interface ReportTarget {
+  readonly metrics: MetricsRecorder;
+  readonly trace: TraceRecorder;
+  readonly batchId: number;
+  readonly size: number;
+}
+
+/** A round's books: one success or one failure (the payloads are built only for listeners). */
+export function reportRound(result: RoundResult, beat: number, durationMs: number, latenessMs: number, confirmed: boolean, t: ReportTarget): void {
+  const { metrics, trace, batchId, size } = t;
+  if (result.failed === 0) {
+    metrics.count(MetricNames.IN_PROGRESS_SUCCESSES_TOTAL);
+    trace.heartbeat(beat, 0);
+    // The payload's closure is built only when someone listens: this runs once per beat.
+    if (wantsLeaseEvent("heartbeatSent")) publishLeaseEvent("heartbeatSent", () => ({ batchId, batchSize: size, beat, durationMs, latenessMs, confirmed }));
+    return;
+  }
+  metrics.count(MetricNames.IN_PROGRESS_FAILURES_TOTAL);
+  trace.heartbeat(beat, result.failed);
+  publishLeaseEvent("heartbeatFailed", () => ({
+    batchId,
+    batchSize: size,
+    beat,
+    failedMessages: result.failed,
+    errorName: errorName(result.firstError),
+    final: result.closed,
+  }));
+}
+
+/** Counts, traces and publishes what a reading shows; `first`: the beats counted before it. */
+export function reportThreadReading(r: ThreadReading, first: number, confirmed: boolean, connected: boolean, t: ReportTarget): void {
+  const { metrics, trace, batchId, size } = t;
+  if (r.successes > 0) {
+    metrics.count(MetricNames.IN_PROGRESS_ATTEMPTS_TOTAL, r.successes);
+    metrics.count(MetricNames.IN_PROGRESS_SUCCESSES_TOTAL, r.successes);
+    for (let k = 1; k <= r.successes; k++) {
+      const beat = Math.min(r.beats, first + k);
+      trace.heartbeat(beat, 0);
+      if (wantsLeaseEvent("heartbeatSent")) publishLeaseEvent("heartbeatSent", () => ({ batchId, batchSize: size, beat, durationMs: 0, latenessMs: 0, confirmed }));
+    }
+  }
+  if (r.failures > 0) {
+    metrics.count(MetricNames.IN_PROGRESS_ATTEMPTS_TOTAL, r.failures);
+    metrics.count(MetricNames.IN_PROGRESS_FAILURES_TOTAL, r.failures);
+    trace.heartbeat(r.beats, size);
+    const errorName = connected ? "TimeoutError" : "DisconnectedError";
+    publishLeaseEvent("heartbeatFailed", () => ({ batchId, batchSize: size, beat: r.beats, failedMessages: size, errorName, final: false }));
+  }
+}

@@ -1,0 +1,174 @@
+/**
+ * Batches beaten by the heartbeat thread, looked after by one watch on the main thread (no
+ * metrics, no trace, plain beats): the lease is kept with one look per interval for all of
+ * them, what the work reads of its lease stays current, and every path that needs the main
+ * thread still reaches it — the limit, a delivery the work settled itself, and a lease lost
+ * because the thread's link went down for longer than AckWait.
+ */
+import diagnostics from "node:diagnostics_channel";
+import { jetstream, type JsMsg } from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { DiagnosticsChannels, HeartbeatLimitError, LeaseExpiredError, verifyInProgressPolicy, withInProgress, type WorkContext } from "../../src/index.js";
+import { Supervision } from "../../src/lease/supervision.js";
+import { ThreadWatch } from "../../src/lease/thread-watch.js";
+import { AckSpy } from "../helpers/ack-spy.js";
+import { createFixture, eventually, fetchBatch, publish } from "../helpers/jetstream.js";
+import { freePort, startServer, type NatsServer } from "../helpers/nats-server.js";
+import { startRival } from "../helpers/rival.js";
+import { TcpProxy } from "../reliability/tcp-proxy.js";
+
+let srv: NatsServer;
+let nc: NatsConnection;
+let rivalNc: NatsConnection;
+
+beforeAll(async () => {
+  srv = await startServer();
+  nc = await srv.connect();
+  rivalNc = await srv.connect();
+});
+
+afterAll(async () => {
+  await rivalNc.close();
+  await nc.close();
+  await srv.dispose();
+});
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Resolves when `signal` aborts (with its reason), or after `ms` with `undefined`. */
+function abortedWithin(signal: AbortSignal, ms: number): Promise<unknown> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(undefined), ms);
+    signal.addEventListener("abort", () => {
+      clearTimeout(timer);
+      resolve(signal.reason);
+    }, { once: true });
+  });
+}
+
+describe("the thread watch", () => {
+  it("keeps three leases past 3× AckWait with one look per interval for all; a second worker receives nothing; ctx.heartbeats and the lease's remaining time stay current", async () => {
+    const f = await createFixture(nc, { ackWaitMs: 2000 });
+    await publish(f, 3);
+    await using spy = await AckSpy.start(nc, f.stream);
+    const msgs = await fetchBatch(f, 3);
+    expect(msgs).toHaveLength(3);
+    const policy = verifyInProgressPolicy({ enabled: true, intervalMs: 500, maxHeartbeats: 100 }, { ackWaitMs: 2000, source: "configured" });
+    const looks = vi.spyOn(Supervision.prototype, "beginTick");
+    const watchLooks = vi.spyOn(ThreadWatch.prototype, "run");
+    const rival = await startRival(jetstream(rivalNc), f.stream, f.consumer);
+    const seen: Array<{ heartbeats: number; remainingMs: number[] }> = [];
+    const write = async (ctx: WorkContext): Promise<void> => {
+      const mine = { heartbeats: 0, remainingMs: [] as number[] };
+      seen.push(mine);
+      const end = performance.now() + 6500;
+      while (performance.now() < end) {
+        await sleep(250);
+        mine.heartbeats = ctx.heartbeats;
+        mine.remainingMs.push(ctx.lease!.remainingMs());
+      }
+    };
+    await Promise.all(msgs.map((m) => withInProgress([m], write, policy, { thread: true, connection: nc })));
+    for (const m of msgs) m.ack();
+    await nc.flush();
+    await rival.stop();
+    expect(rival.received).toEqual([]);
+    await spy.waitFor((fr) => fr.filter((x) => x.kind === "+ACK").length === 3, 5000, "three ACKs");
+    for (const m of msgs) expect(spy.of("+WPI", m.seq).length, spy.summary()).toBeGreaterThanOrEqual(11);
+    for (const s of seen) {
+      // Read through the thread's counters, not the books of the last look.
+      expect(s.heartbeats).toBeGreaterThanOrEqual(11);
+      // Never near the end: each reading is refreshed by the thread's last beat (≤ 500 ms ago).
+      expect(Math.min(...s.remainingMs)).toBeGreaterThan(900);
+    }
+    // 13 intervals each, all looked after by the watch from their start (at most one look at everyone).
+    expect(looks.mock.calls.length).toBeLessThanOrEqual(3);
+    expect(watchLooks.mock.calls.length).toBeGreaterThanOrEqual(8);
+  });
+
+  it("a limit the thread reaches aborts the work within an interval (onLimit: abort), after exactly maxHeartbeats rounds", async () => {
+    const f = await createFixture(nc, { ackWaitMs: 3000 });
+    const [seq] = await publish(f, 1);
+    await using spy = await AckSpy.start(nc, f.stream);
+    const msgs = await fetchBatch(f, 1);
+    const policy = verifyInProgressPolicy({ enabled: true, intervalMs: 400, maxHeartbeats: 4 }, { ackWaitMs: 3000, source: "configured" });
+    const watchLooks = vi.spyOn(ThreadWatch.prototype, "run");
+    const t0 = performance.now();
+    const reason = await withInProgress(msgs, (ctx) => abortedWithin(ctx.signal, 6000), policy, { thread: true, connection: nc, onLimit: "abort" });
+    const took = performance.now() - t0;
+    expect(reason).toBeInstanceOf(HeartbeatLimitError);
+    // The fourth round leaves at 1.6 s; the watch sees the limit at its next look.
+    expect(took).toBeGreaterThanOrEqual(1550);
+    expect(took).toBeLessThan(1600 + 400 + 600);
+    expect(watchLooks).toHaveBeenCalled();
+    msgs[0]!.ack();
+    await nc.flush();
+    await spy.waitFor((fr) => fr.some((x) => x.kind === "+ACK"), 5000, "the ACK");
+    expect(spy.of("+WPI", seq), spy.summary()).toHaveLength(4);
+  });
+
+  it("a delivery the work settles itself gets no more rounds after the next look; the other is beaten on", async () => {
+    const f = await createFixture(nc, { ackWaitMs: 2000 });
+    await publish(f, 2);
+    await using spy = await AckSpy.start(nc, f.stream);
+    const msgs: JsMsg[] = await fetchBatch(f, 2);
+    const policy = verifyInProgressPolicy({ enabled: true, intervalMs: 400, maxHeartbeats: 100 }, { ackWaitMs: 2000, source: "configured" });
+    let ackedAt = 0;
+    await withInProgress(msgs, async () => {
+      await eventually(() => spy.of("+WPI", msgs[0]!.seq).length >= 3, "three rounds");
+      msgs[0]!.ack();
+      ackedAt = performance.now();
+      await sleep(3000);
+    }, policy, { thread: true, connection: nc });
+    msgs[1]!.ack();
+    await nc.flush();
+    await spy.waitFor((fr) => fr.filter((x) => x.kind === "+ACK").length === 2, 5000, "both ACKs");
+    const after = (seq: number): number => spy.of("+WPI", seq).filter((x) => x.at > ackedAt + 50).length;
+    // At most the round before the watch's next look (an interval) and one on its way.
+    expect(after(msgs[0]!.seq), spy.summary()).toBeLessThanOrEqual(2);
+    expect(after(msgs[1]!.seq), spy.summary()).toBeGreaterThanOrEqual(6);
+  });
+
+  it("the thread's link down longer than AckWait: the lease is lost at its deadline, the work is told, and a second worker gets the message", async () => {
+    const f = await createFixture(nc, { ackWaitMs: 2000 });
+    const [seq] = await publish(f, 1);
+    await using spy = await AckSpy.start(nc, f.stream);
+    await using proxy = await TcpProxy.start(srv.port);
+    const msgs = await fetchBatch(f, 1);
+    const policy = verifyInProgressPolicy({ enabled: true, intervalMs: 500, maxHeartbeats: 100 }, { ackWaitMs: 2000, source: "configured" });
+    const expired: unknown[] = [];
+    const onExpired = (e: unknown): void => void expired.push(e);
+    diagnostics.subscribe(DiagnosticsChannels.LEASE_EXPIRED, onExpired);
+    const rival = await startRival(jetstream(rivalNc), f.stream, f.consumer);
+    const deadPort = await freePort();
+    let lostAt = 0;
+    try {
+      const reason = await withInProgress(msgs, async (ctx) => {
+        // Beaten by the thread and watched ...
+        await eventually(() => spy.of("+WPI", seq).length >= 3, "three rounds from the thread");
+        // ... until its link goes down and stays down.
+        proxy.retarget(deadPort);
+        proxy.cut();
+        const r = await abortedWithin(ctx.signal, 8000);
+        lostAt = performance.now();
+        return r;
+      }, policy, { thread: { servers: proxy.url }, connection: nc });
+      expect(reason).toBeInstanceOf(LeaseExpiredError);
+      const lastBeat = spy.of("+WPI", seq).at(-1)!.at;
+      // Lost at the deadline (AckWait after the last beat the server saw), not before, not much later.
+      expect(lostAt - lastBeat).toBeGreaterThanOrEqual(2000 - 100);
+      expect(lostAt - lastBeat).toBeLessThan(2000 + 1000);
+      expect(expired).toHaveLength(1);
+      await eventually(() => rival.received.length >= 1, "the redelivery to the second worker", 10_000);
+      expect(rival.received[0]).toMatchObject({ seq, deliveryCount: 2 });
+    } finally {
+      diagnostics.unsubscribe(DiagnosticsChannels.LEASE_EXPIRED, onExpired);
+      await rival.stop();
+    }
+  });
+});
