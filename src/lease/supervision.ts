@@ -7,7 +7,7 @@ import type { JsMsg } from "@nats-io/jetstream";
 import { errorName, HeartbeatLimitError, LeaseExpiredError } from "../errors.js";
 import type { VerifiedInProgressPolicy } from "../policy/in-progress-policy.js";
 import { windowFor, windowIsShared } from "../policy/redelivery-window.js";
-import { batchConnectionClosed, publisherOf } from "../nats/connection-state.js";
+import { batchConnectionClosed, closerOf } from "../nats/connection-state.js";
 import { MetricNames } from "../telemetry/metric-names.js";
 import type { MetricsRecorder } from "../telemetry/metrics-recorder.js";
 import type { MetricsSink } from "../telemetry/metrics-sink.js";
@@ -454,7 +454,7 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
     this.#scheduler.cancel(this);
     // A look of its own (it may leave), and a settle the work made: released on the thread.
     const thread = this.#thread!;
-    this.#seat ??= new WatchSeat(this.#policy.intervalMs, this.#slackMs!, this.#msgs, this.#opts.connection ?? publisherOf(this.#msgs[0]), thread.registration, thread.firstDueAt,
+    this.#seat ??= new WatchSeat(this.#policy.intervalMs, this.#slackMs!, this.#msgs, closerOf(this.#opts.connection, this.#msgs), thread.registration, thread.firstDueAt,
       (n) => (this.run(n, n), this.#seat!.joined ? this.#tracker.deadline : Number.POSITIVE_INFINITY),
       (n) => void (this.#syncThread(n), this.#seat!.joined && !this.#watchable() && this.#reschedule(n)));
     this.#seat.join(this.#scheduler, thread.control, now, this.#tracker.deadline);

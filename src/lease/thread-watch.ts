@@ -9,9 +9,10 @@
  * lease can end before that time plus the smallest (window − interval) among them: the
  * horizon. Before it, a look reads the summary, the host connections and the members'
  * deliveries (one field each); at it, or when the summary shows anything else, every member
- * takes its own look, as without the watch. A member joins only once the thread has beaten it
- * (its first round is its own look), and only while nothing reads its books per beat (metrics,
- * a trace, `heartbeatSent` listeners).
+ * takes its own look, as without the watch. A member joins at its start, only while nothing
+ * reads its books per beat (metrics, a trace, `heartbeatSent` listeners); until the thread has
+ * scheduled its slot and passed its first due time, the member's own first deadline bounds
+ * the horizon instead.
  */
 import type { JsMsg } from "@nats-io/jetstream";
 import { isSettled } from "../nats/message-access.js";

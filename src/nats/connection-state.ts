@@ -67,10 +67,15 @@ export function batchConnectionClosed(msgs: readonly JsMsg[], connection: { isCl
   return first !== undefined && connectionClosed(first) === true;
 }
 
-/** What reports the closing of the connection that delivered `m` (its client's publisher), if readable. */
-export function publisherOf(m: JsMsg | undefined): { isClosed(): unknown } | undefined {
+/**
+ * What reports the closing of a batch's connection, as {@link batchConnectionClosed} reads it:
+ * `connection` when it has `isClosed`, else the client that delivered the first message;
+ * `undefined` when neither can be read.
+ */
+export function closerOf(connection: { isClosed?: () => unknown } | undefined, msgs: readonly JsMsg[]): { isClosed(): unknown } | undefined {
   try {
-    const publisher = (m as unknown as { msg?: { publisher?: { isClosed?: () => unknown } } } | undefined)?.msg?.publisher;
+    if (connection && typeof connection.isClosed === "function") return connection as { isClosed(): unknown };
+    const publisher = (msgs[0] as unknown as { msg?: { publisher?: { isClosed?: () => unknown } } } | undefined)?.msg?.publisher;
     return typeof publisher?.isClosed === "function" ? (publisher as { isClosed(): unknown }) : undefined;
   } catch {
     return undefined;
