@@ -129,9 +129,29 @@ describe("the thread watch", () => {
     await nc.flush();
     await spy.waitFor((fr) => fr.filter((x) => x.kind === "+ACK").length === 2, 5000, "both ACKs");
     const after = (seq: number): number => spy.of("+WPI", seq).filter((x) => x.at > ackedAt + 50).length;
-    // At most the round before the watch's next look (an interval) and one on its way.
-    expect(after(msgs[0]!.seq), spy.summary()).toBeLessThanOrEqual(2);
+    // The rounds before the watch's next look (an interval), one on its way, one for a late timer.
+    expect(after(msgs[0]!.seq), spy.summary()).toBeLessThanOrEqual(3);
     expect(after(msgs[1]!.seq), spy.summary()).toBeGreaterThanOrEqual(6);
+  });
+
+  it("the host's connection closed mid-write: the thread stops beating the batch within an interval", async () => {
+    const f = await createFixture(nc, { ackWaitMs: 3000 });
+    const [seq] = await publish(f, 1);
+    await using spy = await AckSpy.start(nc, f.stream);
+    const host = await srv.connect();
+    const msgs = await fetchBatch({ ...f, nc: host, js: jetstream(host) }, 1);
+    const policy = verifyInProgressPolicy({ enabled: true, intervalMs: 300, maxHeartbeats: 100 }, { ackWaitMs: 3000, source: "configured" });
+    let closedAt = 0;
+    await withInProgress(msgs, async () => {
+      await eventually(() => spy.of("+WPI", seq).length >= 3, "three rounds from the thread");
+      await host.close();
+      closedAt = performance.now();
+      await sleep(2000);
+    }, policy, { thread: true, connection: host });
+    const after = spy.of("+WPI", seq).filter((x) => x.at > closedAt + 50);
+    // The rounds before the watch's next look (an interval), one on its way, one for a late timer;
+    // about seven in these 2 s had it gone on.
+    expect(after.length, spy.summary()).toBeLessThanOrEqual(3);
   });
 
   it("the thread's link down longer than AckWait: the lease is lost at its deadline, the work is told, and a second worker gets the message", async () => {
