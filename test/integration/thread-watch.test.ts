@@ -91,6 +91,43 @@ describe("the thread watch", () => {
     expect(watchLooks.mock.calls.length).toBeGreaterThanOrEqual(8);
   });
 
+  it("a synchronous write that blocks the event loop for 1.75× AckWait: the thread keeps the lease, the watch finds it kept, and a second worker receives nothing", async () => {
+    const f = await createFixture(nc, { ackWaitMs: 2000 });
+    const [seq] = await publish(f, 1);
+    await using spy = await AckSpy.start(nc, f.stream);
+    const msgs = await fetchBatch(f, 1);
+    const policy = verifyInProgressPolicy({ enabled: true, intervalMs: 500, maxHeartbeats: 100 }, { ackWaitMs: 2000, source: "configured" });
+    const watchLooks = vi.spyOn(ThreadWatch.prototype, "run");
+    const rival = await startRival(jetstream(rivalNc), f.stream, f.consumer);
+    const lost: unknown[] = [];
+    const onExpired = (e: unknown): void => void lost.push(e);
+    diagnostics.subscribe(DiagnosticsChannels.LEASE_EXPIRED, onExpired);
+    try {
+      const out = await withInProgress(msgs, async (ctx) => {
+        await eventually(() => spy.of("+WPI", seq).length >= 1, "the thread's first round");
+        // Nothing on this thread runs meanwhile: not the watch, not a timer.
+        const end = performance.now() + 3500;
+        while (performance.now() < end) {
+          // busy
+        }
+        await sleep(600);
+        return { aborted: ctx.signal.aborted, heartbeats: ctx.heartbeats };
+      }, policy, { thread: true, connection: nc });
+      msgs[0]!.ack();
+      await nc.flush();
+      await rival.stop();
+      expect(rival.received).toEqual([]);
+      expect(out.aborted).toBe(false);
+      expect(out.heartbeats).toBeGreaterThanOrEqual(7);
+      expect(lost).toEqual([]);
+      expect(watchLooks).toHaveBeenCalled();
+      // The thread beat through the block (the spy, on this thread, timestamps them after it).
+      expect(spy.of("+WPI", seq).length, spy.summary()).toBeGreaterThanOrEqual(7);
+    } finally {
+      diagnostics.unsubscribe(DiagnosticsChannels.LEASE_EXPIRED, onExpired);
+    }
+  });
+
   it("a limit the thread reaches aborts the work within an interval (onLimit: abort), after exactly maxHeartbeats rounds", async () => {
     const f = await createFixture(nc, { ackWaitMs: 3000 });
     const [seq] = await publish(f, 1);
