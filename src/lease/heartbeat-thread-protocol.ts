@@ -4,7 +4,9 @@
  *
  * Two kinds of block, each a SharedArrayBuffer:
  * - the control block, one per thread: a wake counter, the connection's state and its
- *   disconnect and error counts;
+ *   disconnect and error counts, and the summary the main thread's watch reads once per
+ *   interval instead of every slot (slots failing, limits reached, registrations posted and
+ *   scheduled, and the head: the earliest due time in the worker's schedule);
  * - a slot, one per supervised batch (a batch of N deliveries shares one slot): its state,
  *   schedule, counters, times, and a bitmap of released deliveries. The reply subjects are
  *   posted once, with the slot, at registration; nothing else about a batch is a message.

@@ -82,6 +82,7 @@ export class ThreadWatch implements ScheduledTask {
     return w;
   }
 
+  /** Whether `m` is under the watch (for assertions). */
   has(m: WatchMember): boolean {
     return this.#members.has(m);
   }

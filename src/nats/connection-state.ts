@@ -5,13 +5,25 @@
  */
 import type { JsMsg } from "@nats-io/jetstream";
 
+/** What this module reads of the client layer behind a message (`msg.publisher`); every field may be missing. */
+interface PublisherLike {
+  isClosed?: () => unknown;
+  connected?: unknown;
+  info?: { version?: unknown };
+}
+
+/** The client layer that delivered `m` (`m.msg.publisher`), unchecked; may throw on an exotic object. */
+function publisherOf(m: unknown): PublisherLike | undefined {
+  return (m as { msg?: { publisher?: PublisherLike } } | undefined)?.msg?.publisher;
+}
+
 /**
  * Whether the connection that delivered `m` is closed. `JsMsg.working()` writes into the
  * protocol buffer directly and does not throw on a closed connection, so the library asks.
  */
 export function connectionClosed(m: JsMsg): boolean | undefined {
   try {
-    const publisher = (m as unknown as { msg?: { publisher?: { isClosed?: () => unknown } } }).msg?.publisher;
+    const publisher = publisherOf(m);
     const closed = typeof publisher?.isClosed === "function" ? publisher.isClosed() : undefined;
     return typeof closed === "boolean" ? closed : undefined;
   } catch {
@@ -27,7 +39,7 @@ export function connectionClosed(m: JsMsg): boolean | undefined {
  */
 export function connectionDown(m: JsMsg): boolean | undefined {
   try {
-    const publisher = (m as unknown as { msg?: { publisher?: { connected?: unknown; isClosed?: () => unknown } } }).msg?.publisher;
+    const publisher = publisherOf(m);
     const connected = publisher?.connected;
     if (typeof connected !== "boolean") return undefined;
     if (connected) return false;
@@ -46,7 +58,7 @@ export function serverVersionOf(source: unknown): string | undefined {
   try {
     const direct = (source as { info?: { version?: unknown } } | undefined)?.info;
     if (typeof direct?.version === "string") return direct.version;
-    const viaMsg = (source as { msg?: { publisher?: { info?: { version?: unknown } } } } | undefined)?.msg?.publisher?.info;
+    const viaMsg = publisherOf(source)?.info;
     return typeof viaMsg?.version === "string" ? viaMsg.version : undefined;
   } catch {
     return undefined;
@@ -75,7 +87,7 @@ export function batchConnectionClosed(msgs: readonly JsMsg[], connection: { isCl
 export function closerOf(connection: { isClosed?: () => unknown } | undefined, msgs: readonly JsMsg[]): { isClosed(): unknown } | undefined {
   try {
     if (connection && typeof connection.isClosed === "function") return connection as { isClosed(): unknown };
-    const publisher = (msgs[0] as unknown as { msg?: { publisher?: { isClosed?: () => unknown } } } | undefined)?.msg?.publisher;
+    const publisher = publisherOf(msgs[0]);
     return typeof publisher?.isClosed === "function" ? (publisher as { isClosed(): unknown }) : undefined;
   } catch {
     return undefined;
@@ -88,7 +100,7 @@ export function closerOf(connection: { isClosed?: () => unknown } | undefined, m
  */
 export function deliveringConnection(m: JsMsg | undefined): object | undefined {
   try {
-    const p = (m as unknown as { msg?: { publisher?: unknown } } | undefined)?.msg?.publisher;
+    const p: unknown = publisherOf(m);
     return typeof p === "object" && p !== null ? p : undefined;
   } catch {
     return undefined;
@@ -109,7 +121,7 @@ export interface Requester {
  */
 export function requesterOf(m: JsMsg): Requester | undefined {
   try {
-    const publisher = (m as unknown as { msg?: { publisher?: unknown } }).msg?.publisher as ProtocolLike | { request?: unknown } | undefined;
+    const publisher = publisherOf(m) as ProtocolLike | { request?: unknown } | undefined;
     if (publisher === undefined || publisher === null) return undefined;
     if (isProtocol(publisher)) return { request: (subject, payload, options) => requestThrough(publisher, subject, payload, options?.timeout ?? 5000) };
     return typeof publisher.request === "function" ? (publisher as Requester) : undefined;

@@ -1,0 +1,163 @@
+/**
+ * The thread watch at the edges where hosts meet it (no metrics, no trace, plain beats, so
+ * every batch here is watched, not looked after one by one): a graceful shutdown in the middle
+ * of a slow write under `CommitThenAck.run`, and a write that ignores its signal once the
+ * thread reached `maxHeartbeats` (with `onLimit: "continue"` and `"abort"`). A second worker
+ * pulling the same durable is the proof of a kept lease (it receives nothing) and of a lease
+ * that ended (it receives the message as a redelivery).
+ */
+import diagnostics from "node:diagnostics_channel";
+import { jetstream } from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { CommitThenAck, DiagnosticsChannels, HeartbeatLimitError, LeaseExpiredError, verifyInProgressPolicy, withInProgress } from "../../src/index.js";
+import { ThreadWatch } from "../../src/lease/thread-watch.js";
+import { AckSpy } from "../helpers/ack-spy.js";
+import { createFixture, eventually, fetchBatch, publish } from "../helpers/jetstream.js";
+import { startServer, type NatsServer } from "../helpers/nats-server.js";
+import { startRival, type Rival } from "../helpers/rival.js";
+
+let srv: NatsServer;
+let nc: NatsConnection;
+let rivalNc: NatsConnection;
+
+beforeAll(async () => {
+  srv = await startServer();
+  nc = await srv.connect();
+  rivalNc = await srv.connect();
+});
+
+afterAll(async () => {
+  await rivalNc.close();
+  await nc.close();
+  await srv.dispose();
+});
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Collects `lease:expired` events while `body` runs. */
+async function withExpiries<T>(body: (expired: unknown[]) => Promise<T>): Promise<T> {
+  const expired: unknown[] = [];
+  const on = (e: unknown): void => void expired.push(e);
+  diagnostics.subscribe(DiagnosticsChannels.LEASE_EXPIRED, on);
+  try {
+    return await body(expired);
+  } finally {
+    diagnostics.unsubscribe(DiagnosticsChannels.LEASE_EXPIRED, on);
+  }
+}
+
+describe("the thread watch at the edges", () => {
+  it("a graceful shutdown in the middle of a slow write (CommitThenAck.run): beats go on while it drains for 2× AckWait, it is acknowledged once, and a second worker receives nothing", async () => {
+    const f = await createFixture(nc, { ackWaitMs: 1500 });
+    const [seq] = await publish(f, 1);
+    await using spy = await AckSpy.start(nc, f.stream);
+    const ack = new CommitThenAck({
+      inProgress: verifyInProgressPolicy({ enabled: true, intervalMs: 400, maxHeartbeats: 100, shutdownTimeoutMs: 8000 }, { ackWaitMs: 1500, source: "configured" }),
+      heartbeat: { thread: true },
+    });
+    const joins = vi.spyOn(ThreadWatch.prototype, "join");
+    const shutdown = new AbortController();
+    let rival: Rival | undefined;
+    let abortedAt = 0;
+    let sawAbort = false;
+    await withExpiries(async (expired) => {
+      await ack.run(await f.js.consumers.get(f.stream, f.consumer), async (_msgs, ctx) => {
+        // The rival starts once the loop holds the message: before, it could take it first.
+        rival = await startRival(jetstream(rivalNc), f.stream, f.consumer);
+        await eventually(() => spy.of("+WPI", seq).length >= 2, "two rounds from the thread");
+        shutdown.abort();
+        abortedAt = performance.now();
+        await sleep(100);
+        sawAbort = ctx.signal.aborted;
+        // The commit goes on after the shutdown: twice AckWait.
+        await sleep(3000);
+      }, { batchSize: 1, signal: shutdown.signal });
+      expect(expired).toEqual([]);
+    });
+    await nc.flush();
+    await rival!.stop();
+    expect(rival!.received).toEqual([]);
+    expect(sawAbort).toBe(true);
+    expect(joins).toHaveBeenCalled();
+    await spy.waitFor((fr) => fr.some((x) => x.kind === "+ACK" && x.streamSequence === seq), 5000, "the ACK");
+    expect(spy.of("+ACK", seq), spy.summary()).toHaveLength(1);
+    // Beaten through the drain (about 7 rounds in 3 s), and none after the ACK.
+    expect(spy.of("+WPI", seq).filter((x) => x.at > abortedAt).length, spy.summary()).toBeGreaterThanOrEqual(4);
+    const ackAt = spy.of("+ACK", seq)[0]!.at;
+    expect(spy.of("+WPI", seq).filter((x) => x.at > ackAt), spy.summary()).toEqual([]);
+  });
+
+  it("a write that ignores its signal after maxHeartbeats (onLimit: continue): no round past the limit, the lease ends at its deadline, the work is told once, and a second worker gets the message", async () => {
+    const f = await createFixture(nc, { ackWaitMs: 1500 });
+    const [seq] = await publish(f, 1);
+    await using spy = await AckSpy.start(nc, f.stream);
+    const msgs = await fetchBatch(f, 1);
+    const policy = verifyInProgressPolicy({ enabled: true, intervalMs: 300, maxHeartbeats: 3 }, { ackWaitMs: 1500, source: "configured" });
+    const joins = vi.spyOn(ThreadWatch.prototype, "join");
+    const rival = await startRival(jetstream(rivalNc), f.stream, f.consumer);
+    try {
+      await withExpiries(async (expired) => {
+        let abortedAt = 0;
+        let reason: unknown;
+        const out = await withInProgress(msgs, async (ctx) => {
+          ctx.signal.addEventListener("abort", () => {
+            abortedAt = performance.now();
+            reason = ctx.signal.reason;
+          }, { once: true });
+          // Ignores the signal: 4.5 s, three AckWaits.
+          await sleep(4500);
+          return "finished";
+        }, policy, { thread: true, connection: nc });
+        // A lost lease waits for the work: its own result comes back.
+        expect(out).toBe("finished");
+        expect(joins).toHaveBeenCalled();
+        expect(reason).toBeInstanceOf(LeaseExpiredError);
+        expect(expired).toHaveLength(1);
+        const beats = spy.of("+WPI", seq);
+        expect(beats, spy.summary()).toHaveLength(3);
+        // Told at the deadline: AckWait after the last round, not before, not much later.
+        expect(abortedAt - beats[2]!.at).toBeGreaterThanOrEqual(1500 - 100);
+        expect(abortedAt - beats[2]!.at).toBeLessThan(1500 + 1000);
+        await eventually(() => rival.received.length >= 1, "the redelivery to the second worker", 10_000);
+        expect(rival.received[0]).toMatchObject({ seq, deliveryCount: 2 });
+      });
+    } finally {
+      await rival.stop();
+    }
+  });
+
+  it("a write that ignores its signal after maxHeartbeats (onLimit: abort): the call rejects shutdownTimeoutMs after the abort, and nothing beats the abandoned write", async () => {
+    const f = await createFixture(nc, { ackWaitMs: 1500 });
+    const [seq] = await publish(f, 1);
+    await using spy = await AckSpy.start(nc, f.stream);
+    const msgs = await fetchBatch(f, 1);
+    const policy = verifyInProgressPolicy({ enabled: true, intervalMs: 300, maxHeartbeats: 3, shutdownTimeoutMs: 800 }, { ackWaitMs: 1500, source: "configured" });
+    const joins = vi.spyOn(ThreadWatch.prototype, "join");
+    let abortedAt = 0;
+    let ignored: Promise<void> | undefined;
+    const t0 = performance.now();
+    const err = await withInProgress(msgs, (ctx) => {
+      ctx.signal.addEventListener("abort", () => void (abortedAt = performance.now()), { once: true });
+      ignored = sleep(4000);
+      return ignored;
+    }, policy, { thread: true, connection: nc, onLimit: "abort" }).then(() => undefined, (e: unknown) => e);
+    const rejectedAt = performance.now();
+    expect(err).toBeInstanceOf(HeartbeatLimitError);
+    expect(joins).toHaveBeenCalled();
+    // The third round leaves at 0.9 s; the watch sees the limit at its next look.
+    expect(abortedAt - t0).toBeGreaterThanOrEqual(850);
+    expect(abortedAt - t0).toBeLessThan(900 + 300 + 600);
+    expect(rejectedAt - abortedAt).toBeGreaterThanOrEqual(800 - 50);
+    expect(rejectedAt - abortedAt).toBeLessThan(800 + 600);
+    // The abandoned write runs on; nothing is sent for it.
+    await ignored;
+    await nc.flush();
+    expect(spy.of("+WPI", seq), spy.summary()).toHaveLength(3);
+    expect(spy.frames.filter((x) => x.streamSequence === seq && x.kind !== "+WPI"), spy.summary()).toEqual([]);
+  });
+});
