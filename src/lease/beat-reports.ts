@@ -9,7 +9,7 @@ import type { MetricsRecorder } from "../telemetry/metrics-recorder.js";
 import type { TraceRecorder } from "../telemetry/tracing.js";
 import type { RoundResult } from "./heartbeat-round.js";
 import { publishLeaseEvent, wantsLeaseEvent } from "./lease-events.js";
-import type { ThreadReading } from "./thread-beats.js";
+import type { ThreadBeats, ThreadReading } from "./thread-beats.js";
 /** Where a batch's books go: its metrics, its trace, the lease events. */
 export interface ReportTarget {
   readonly metrics: MetricsRecorder;
@@ -59,4 +59,23 @@ export function reportThreadReading(r: ThreadReading, first: number, confirmed: 
     const errorName = connected ? "TimeoutError" : "DisconnectedError";
     publishLeaseEvent("heartbeatFailed", () => ({ batchId, batchSize: size, beat: r.beats, failedMessages: size, errorName, final: false }));
   }
+}
+
+const rounds = { successes: 0, failures: 0 };
+
+/**
+ * A batch under the thread watch, with metrics: counts the rounds the thread sent since the last
+ * reading (summed with the other batches of the look: one sink call per name), or reports them as
+ * a reading when one failed; returns the rounds sent in all. The rest of a reading (the limit, a
+ * closed thread, the lease) the watch reads from the thread's summary.
+ */
+export function countThreadRounds(thread: ThreadBeats, first: number, t: ReportTarget): number {
+  const beats = thread.readRounds(rounds);
+  if (rounds.failures > 0) {
+    reportThreadReading({ successes: rounds.successes, failures: rounds.failures, beats, lastBeatAgoMs: undefined, limit: false }, first, false, thread.connected, t);
+  } else if (rounds.successes > 0) {
+    t.metrics.countSoon(MetricNames.IN_PROGRESS_ATTEMPTS_TOTAL, rounds.successes);
+    t.metrics.countSoon(MetricNames.IN_PROGRESS_SUCCESSES_TOTAL, rounds.successes);
+  }
+  return beats;
 }

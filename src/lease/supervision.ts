@@ -14,7 +14,7 @@ import type { MetricsSink } from "../telemetry/metrics-sink.js";
 import type { TraceRecorder } from "../telemetry/tracing.js";
 import { sendConfirmedRound, sendRound, type ClosableConnection, type RequestConnection, type RoundResult } from "./heartbeat-round.js";
 import { publishLeaseEvent } from "./lease-events.js";
-import { reportRound, reportThreadReading, type ReportTarget } from "./beat-reports.js";
+import { countThreadRounds, reportRound, reportThreadReading, type ReportTarget } from "./beat-reports.js";
 import { trackBatch } from "./batch-deadlines.js";
 import type { LeaseTracker } from "./lease-tracker.js";
 import type { CheckedThreadConnection } from "./heartbeat-thread-options.js";
@@ -142,8 +142,11 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
     this.#stallWatch.leave(this.#stall, now);
     this.#finishing = true;
     this.#seat?.leave();
-    if (this.#thread !== undefined && !this.#expired) this.#syncThread(now);
+    const thread = this.#thread;
+    if (thread !== undefined && !this.#expired) this.#syncThread(now);
     this.#thread?.stop();
+    // A round that left between that reading and the stop is counted too.
+    if (thread !== undefined && thread === this.#thread && !this.#expired && this.#opts.confirm === undefined) this.beats = countThreadRounds(thread, this.beats, this.#reports);
     if (!this.#expired && this.#inFlight === 0 && now > this.#tracker.deadline + this.#confirmGraceMs()) this.#expire(now, false);
     this.#finished = true;
     this.#beating = false;
@@ -441,13 +444,10 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
     if (ago !== undefined) this.#refreshFrom(this.#scheduler.clock.now() - ago);
   }
 
-  /**
-   * Thread mode: whether the watch may look after the batch: not while anything reads its books
-   * per beat (metrics, a trace, confirmed or conditional beats, per-message windows).
-   */
+  /** Thread mode: whether the watch may look after it (it counts the rounds for metrics): not while a trace, confirmed or conditional beats, or per-message windows read its books per beat. */
   #watchable(): boolean {
     return this.#thread !== undefined && this.#beating && !this.#finishing && this.#slackMs !== undefined && this.#opts.confirm === undefined &&
-      !this.#opts.requireProgress && !this.#metrics.enabled && !this.#trace.active;
+      !this.#opts.requireProgress && !this.#trace.active;
   }
 
   #joinWatch(now: number): void {
@@ -456,7 +456,8 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
     const thread = this.#thread!;
     this.#seat ??= new WatchSeat(this.#policy.intervalMs, this.#slackMs!, this.#msgs, closerOf(this.#opts.connection, this.#msgs), thread.registration, thread.firstDueAt,
       (n) => (this.run(n, n), this.#seat!.joined ? this.#tracker.deadline : Number.POSITIVE_INFINITY),
-      (n) => void (this.#syncThread(n), this.#seat!.joined && !this.#watchable() && this.#reschedule(n)));
+      (n) => void (this.#syncThread(n), this.#seat!.joined && !this.#watchable() && this.#reschedule(n)),
+      this.#metrics.enabled ? () => void (this.#thread && (this.beats = countThreadRounds(this.#thread, this.beats, this.#reports))) : undefined);
     this.#seat.join(this.#scheduler, thread.control, now, this.#tracker.deadline);
   }
 

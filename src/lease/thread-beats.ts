@@ -138,6 +138,22 @@ export class ThreadBeats {
     };
   }
 
+  /**
+   * Under the watch (beats not confirmed): the rounds accepted and failed since the last reading,
+   * into `into`, as {@link ThreadBeats.read} counts them but with nothing else read or allocated;
+   * returns the rounds sent in all.
+   */
+  readRounds(into: { successes: number; failures: number }): number {
+    const beats = this.#lease.beats;
+    const failures = this.#lease.failures;
+    into.successes = Math.max(0, beats - this.#seenConfirmed);
+    into.failures = Math.max(0, failures - this.#seenFailures);
+    this.#seenBeats = beats;
+    this.#seenConfirmed = beats;
+    this.#seenFailures = failures;
+    return beats;
+  }
+
   /** One sign of progress, for `requireProgress`. */
   progress(): void {
     this.#lease.progress();

@@ -38,6 +38,11 @@ export interface WatchMember {
   look(now: number): number;
   /** A delivery of it was settled by the work: release it on the thread. */
   settledSeen(now: number): void;
+  /**
+   * With a metrics sink: counts the rounds the thread sent since its last count, at every look
+   * that does not ask for its own (`undefined`: nothing counts its rounds).
+   */
+  readonly tally: ((now: number) => void) | undefined;
 }
 
 const watches = new WeakMap<Scheduler, WeakMap<ControlBlock, ThreadWatch>>();
@@ -48,6 +53,8 @@ export class ThreadWatch implements ScheduledTask {
   readonly #scheduler: Scheduler;
   readonly #control: ControlBlock;
   readonly #members = new Set<WatchMember>();
+  /** The members with a `tally`. */
+  readonly #tallied = new Set<WatchMember>();
   readonly #closers = new Map<{ isClosed(): unknown }, number>();
   // One entry per watched delivery, in three parallel lists: a look reads each message once.
   readonly #msgs: JsMsg[] = [];
@@ -94,6 +101,7 @@ export class ThreadWatch implements ScheduledTask {
   join(m: WatchMember, now: number, deadline: number): void {
     if (this.#members.has(m)) return;
     this.#members.add(m);
+    if (m.tally !== undefined) this.#tallied.add(m);
     this.#pendingRegistration = Math.max(this.#pendingRegistration, m.registration);
     this.#pendingFirstDue = Math.max(this.#pendingFirstDue, m.firstDueAt);
     this.#pendingDeadline = Math.min(this.#pendingDeadline, deadline);
@@ -138,6 +146,7 @@ export class ThreadWatch implements ScheduledTask {
   /** Lets `m` go (no-op when it is not watched). */
   leave(m: WatchMember): void {
     if (!this.#members.delete(m)) return;
+    this.#tallied.delete(m);
     const slots = m.watchSlots ?? [];
     for (let i = 0; i < slots.length; i++) if (slots[i]! >= 0) this.#remove(slots[i]!);
     m.watchSlots = undefined;
@@ -187,7 +196,7 @@ export class ThreadWatch implements ScheduledTask {
     this.#limitsSeen = limits;
     if (!everyone) for (const c of this.#closers.keys()) if (this.#closed(c)) everyone = true;
     // At the horizon at the latest; after a look at everyone, at the first member's deadline.
-    const bound = everyone ? this.#lookAtEveryone(now) : (this.#lookAtDeliveries(now), horizon);
+    const bound = everyone ? this.#lookAtEveryone(now) : (this.#lookAtDeliveries(now), this.#tally(now), horizon);
     if (this.#members.size === 0) return;
     this.#arm(Math.min(now + this.#intervalMs, bound), now);
   }
@@ -212,6 +221,17 @@ export class ThreadWatch implements ScheduledTask {
     }
     if (this.#members.size > 0) this.earlyMs = joinWindowMs(this.#intervalMs);
     return first;
+  }
+
+  /** The rounds of every member with a metrics sink, counted (their own look counts them too). */
+  #tally(now: number): void {
+    for (const m of this.#tallied) {
+      try {
+        m.tally!(now);
+      } catch {
+        // A count that failed never stops the watch; the member's own look counts again.
+      }
+    }
   }
 
   /** The deliveries the work settled itself: released on the thread by their batch. */
@@ -241,6 +261,7 @@ export class WatchSeat implements WatchMember {
     readonly firstDueAt: number,
     readonly look: (now: number) => number,
     readonly settledSeen: (now: number) => void,
+    readonly tally: ((now: number) => void) | undefined,
   ) {}
 
   get joined(): boolean {

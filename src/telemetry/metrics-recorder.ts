@@ -18,6 +18,8 @@ export class MetricsRecorder {
 
   readonly #sink: MetricsSink | undefined;
   readonly #levels = new Map<string, number>();
+  /** Counts added by {@link MetricsRecorder.countSoon}, for the sink at the end of the current task. */
+  readonly #soon = new Map<MetricName, number>();
 
   private constructor(sink: MetricsSink | undefined) {
     this.#sink = sink;
@@ -41,6 +43,22 @@ export class MetricsRecorder {
   count(name: MetricName, value = 1, labels?: MetricLabels): void {
     if (this.#sink === undefined || !(value > 0)) return;
     call(this.#sink, "addCounter", name, value, labels);
+  }
+
+  /**
+   * Like `count` (no labels), but summed with the other such counts of the current task and
+   * handed to the sink once, in a microtask: a look at many batches makes one call per name.
+   */
+  countSoon(name: MetricName, value: number): void {
+    if (this.#sink === undefined || !(value > 0)) return;
+    const soon = this.#soon;
+    if (soon.size === 0) queueMicrotask(() => this.#flushSoon());
+    soon.set(name, (soon.get(name) ?? 0) + value);
+  }
+
+  #flushSoon(): void {
+    for (const [name, value] of this.#soon) call(this.#sink!, "addCounter", name, value, undefined);
+    this.#soon.clear();
   }
 
   observe(name: MetricName, value: number, labels?: MetricLabels): void {

@@ -9,6 +9,7 @@ import { ManualClock } from "../../helpers/fakes.js";
 interface TestMember extends WatchMember {
   looks: number;
   settled: number;
+  tallies: number;
   deadline: number;
 }
 
@@ -16,7 +17,7 @@ function msg(): JsMsg & { didAck: boolean } {
   return { didAck: false } as unknown as JsMsg & { didAck: boolean };
 }
 
-function member(watch: () => ThreadWatch, msgs: (JsMsg & { didAck: boolean })[], o: { closer?: { isClosed(): unknown }; deadline?: number } = {}): TestMember {
+function member(watch: () => ThreadWatch, msgs: (JsMsg & { didAck: boolean })[], o: { closer?: { isClosed(): unknown }; deadline?: number; tally?: "counts" | "throws" } = {}): TestMember {
   const m: TestMember = {
     intervalMs: 1000,
     slackMs: 1000,
@@ -27,6 +28,7 @@ function member(watch: () => ThreadWatch, msgs: (JsMsg & { didAck: boolean })[],
     watchSlots: undefined,
     looks: 0,
     settled: 0,
+    tallies: 0,
     deadline: o.deadline ?? Number.POSITIVE_INFINITY,
     // As a supervision: a lease past its deadline is lost, and leaves.
     look: (now) => {
@@ -38,6 +40,13 @@ function member(watch: () => ThreadWatch, msgs: (JsMsg & { didAck: boolean })[],
     settledSeen: () => {
       m.settled += 1;
     },
+    tally:
+      o.tally === undefined
+        ? undefined
+        : () => {
+            m.tallies += 1;
+            if (o.tally === "throws") throw new Error("a sink that throws");
+          },
   };
   return m;
 }
@@ -77,6 +86,30 @@ describe("ThreadWatch", () => {
     }
     expect(a.looks + b.looks).toBe(0);
     expect(scheduler.has(watch)).toBe(true);
+  });
+
+  it("counts the rounds of the members with a metrics sink at each look that asks no member for its own, and only theirs", () => {
+    const { clock, control, watch } = setup();
+    const counted = member(() => watch, [msg()], { tally: "counts" });
+    const throwing = member(() => watch, [msg()], { tally: "throws" });
+    const plain = member(() => watch, [msg()]);
+    for (const m of [throwing, counted, plain]) watch.join(m, clock.now(), Number.POSITIVE_INFINITY);
+    for (let i = 0; i < 4; i++) {
+      publishHeadDue(control, nowEpochMs() + 1000);
+      clock.advance(1000);
+    }
+    // A count that throws stops neither the watch nor the other counts.
+    expect([counted.tallies, throwing.tallies, counted.looks + throwing.looks + plain.looks]).toEqual([4, 4, 0]);
+    // A look at everyone is each member's own (its own look counts): no count besides.
+    Atomics.add(control.ints, CONTROL.LIMITS, 1);
+    publishHeadDue(control, nowEpochMs() + 1000);
+    clock.advance(1000);
+    expect([counted.tallies, counted.looks, plain.looks]).toEqual([4, 1, 1]);
+    // A member that left is counted no more.
+    watch.leave(counted);
+    publishHeadDue(control, nowEpochMs() + 1000);
+    clock.advance(1000);
+    expect([counted.tallies, throwing.tallies]).toEqual([4, 5]);
   });
 
   it("looks at every member once the horizon passed (the thread stopped ticking), and at the first deadline after", () => {

@@ -85,3 +85,62 @@ describe("MetricsRecorder.gaugeAdd", () => {
     expect(m.snapshot().gauges).toEqual({ [G]: 1, 'consumer_pending_messages{consumer="C",stream="S"}': 8 });
   });
 });
+
+describe("MetricsRecorder.countSoon", () => {
+  const S = MetricNames.IN_PROGRESS_SUCCESSES_TOTAL;
+  const A = MetricNames.IN_PROGRESS_ATTEMPTS_TOTAL;
+
+  it("sums the counts of one task and hands each name to the sink once, in a microtask", async () => {
+    const calls: Array<[MetricName, number, unknown]> = [];
+    const sink: MetricsSink = { addCounter: (name, value, labels) => void calls.push([name, value, labels]), setGauge: () => {}, recordObservation: () => {} };
+    const r = MetricsRecorder.for(sink);
+    for (let i = 0; i < 1000; i++) {
+      r.countSoon(S, 2);
+      r.countSoon(A, 2);
+    }
+    r.countSoon(S, 0);
+    r.countSoon(S, Number.NaN);
+    expect(calls).toEqual([]);
+    await Promise.resolve();
+    expect(calls).toEqual([
+      [S, 2000, undefined],
+      [A, 2000, undefined],
+    ]);
+    // The next task starts a new sum.
+    r.countSoon(S, 3);
+    await Promise.resolve();
+    expect(calls.at(-1)).toEqual([S, 3, undefined]);
+    expect(calls).toHaveLength(3);
+  });
+
+  it("a throwing sink never reaches the caller nor stops later counts; no sink, no microtask", async () => {
+    let thrown = 0;
+    const sink: MetricsSink = {
+      addCounter: () => {
+        thrown += 1;
+        throw new Error("sink down");
+      },
+      setGauge: () => {},
+      recordObservation: () => {},
+    };
+    const r = MetricsRecorder.for(sink);
+    r.countSoon(S, 1);
+    await Promise.resolve();
+    r.countSoon(S, 1);
+    await Promise.resolve();
+    expect(thrown).toBe(2);
+    expect(() => MetricsRecorder.NONE.countSoon(S, 1)).not.toThrow();
+  });
+
+  it("InMemoryMetrics gets the same totals as from count", async () => {
+    const a = new InMemoryMetrics();
+    const b = new InMemoryMetrics();
+    for (let i = 1; i <= 10; i++) {
+      MetricsRecorder.for(a).count(S, i);
+      MetricsRecorder.for(b).countSoon(S, i);
+    }
+    await Promise.resolve();
+    expect(b.snapshot().counters[S]).toBe(55);
+    expect(b.snapshot().counters).toEqual(a.snapshot().counters);
+  });
+});
