@@ -61,6 +61,9 @@ export function reportThreadReading(r: ThreadReading, first: number, confirmed: 
   }
 }
 
+/** How long after the reply timeout a late reading waits for the thread to record the replies. */
+const LATE_REPLY_MARGIN_MS = 250;
+
 const rounds = { successes: 0, failures: 0 };
 
 /**
@@ -78,4 +81,31 @@ export function countThreadRounds(thread: ThreadBeats, first: number, t: ReportT
     t.metrics.countSoon(MetricNames.IN_PROGRESS_SUCCESSES_TOTAL, rounds.successes);
   }
   return beats;
+}
+
+/**
+ * A confirmed round whose replies land after its batch finished: counted then (metrics only; the
+ * batch's events and trace are over), so successes and failures still add up to the attempts.
+ */
+export function countRoundAnsweredLate(result: RoundResult, metrics: MetricsRecorder): void {
+  metrics.count(result.failed === 0 ? MetricNames.IN_PROGRESS_SUCCESSES_TOTAL : MetricNames.IN_PROGRESS_FAILURES_TOTAL);
+}
+
+const late = { successes: 0, failures: 0 };
+
+/**
+ * A thread batch with confirmed beats, at its end: the rounds still waiting for their replies are
+ * counted once the replies could have landed (`waitMs`, the reply timeout, and a margin for the
+ * thread), metrics only. Returns the rounds sent in all.
+ */
+export function countThreadRoundsAnsweredLate(thread: ThreadBeats, metrics: MetricsRecorder, waitMs: number): number {
+  if (metrics.enabled) {
+    setTimeout(() => {
+      thread.readRounds(late);
+      metrics.count(MetricNames.IN_PROGRESS_ATTEMPTS_TOTAL, late.successes + late.failures);
+      metrics.count(MetricNames.IN_PROGRESS_SUCCESSES_TOTAL, late.successes);
+      metrics.count(MetricNames.IN_PROGRESS_FAILURES_TOTAL, late.failures);
+    }, waitMs + LATE_REPLY_MARGIN_MS).unref();
+  }
+  return thread.beatsNow;
 }

@@ -14,7 +14,7 @@ import type { MetricsSink } from "../telemetry/metrics-sink.js";
 import type { TraceRecorder } from "../telemetry/tracing.js";
 import { sendConfirmedRound, sendRound, type ClosableConnection, type RequestConnection, type RoundResult } from "./heartbeat-round.js";
 import { publishLeaseEvent } from "./lease-events.js";
-import { countThreadRounds, reportRound, reportThreadReading, type ReportTarget } from "./beat-reports.js";
+import { countRoundAnsweredLate, countThreadRounds, countThreadRoundsAnsweredLate, reportRound, reportThreadReading, type ReportTarget } from "./beat-reports.js";
 import { trackBatch } from "./batch-deadlines.js";
 import type { LeaseTracker } from "./lease-tracker.js";
 import type { CheckedThreadConnection } from "./heartbeat-thread-options.js";
@@ -145,8 +145,8 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
     const thread = this.#thread;
     if (thread !== undefined && !this.#expired) this.#syncThread(now);
     this.#thread?.stop();
-    // A round that left between that reading and the stop is counted too.
-    if (thread !== undefined && thread === this.#thread && !this.#expired && this.#opts.confirm === undefined) this.beats = countThreadRounds(thread, this.beats, this.#reports);
+    // A round that left between that reading and the stop is counted too (a confirmed one once answered).
+    if (thread !== undefined && thread === this.#thread && !this.#expired) this.beats = this.#opts.confirm === undefined ? countThreadRounds(thread, this.beats, this.#reports) : countThreadRoundsAnsweredLate(thread, this.#metrics, this.#confirmGraceMs());
     if (!this.#expired && this.#inFlight === 0 && now > this.#tracker.deadline + this.#confirmGraceMs()) this.#expire(now, false);
     this.#finished = true;
     this.#beating = false;
@@ -269,7 +269,7 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
     this.#inFlight += 1;
     void sendConfirmedRound(this.#msgs, confirm.connection, timeoutMs).then((result) => {
       this.#inFlight -= 1;
-      if (this.#finished) return;
+      if (this.#finished) return countRoundAnsweredLate(result, this.#metrics);
       this.#record(result, beat, now, clock.now() - now, latenessMs, true);
       this.#reschedule();
     });

@@ -35,10 +35,11 @@ export class ThreadBeats {
   readonly #lease: ThreadLease;
   readonly #confirm: boolean;
   readonly #intervalMs: number;
-  #seenBeats = 0;
   #seenFailures = 0;
   #seenConfirmed = 0;
   #released = false;
+  /** Scratch for {@link ThreadBeats.read}'s counts. */
+  readonly #rounds = { successes: 0, failures: 0 };
   /** Deliveries the work settled itself, released on the thread. */
   readonly #settled: Uint8Array;
 
@@ -119,37 +120,30 @@ export class ThreadBeats {
 
   /** What the thread did since the last call. */
   read(): ThreadReading {
-    const lease = this.#lease;
-    const beats = lease.beats;
-    const failures = lease.failures;
-    const confirmed = this.#confirm ? lease.confirmed : beats;
-    const successes = confirmed - this.#seenConfirmed;
-    const failed = failures - this.#seenFailures;
-    this.#seenBeats = beats;
-    this.#seenFailures = failures;
-    this.#seenConfirmed = confirmed;
-    const last = lease.lastBeatAt;
+    const beats = this.readRounds(this.#rounds);
+    const last = this.#lease.lastBeatAt;
     return {
-      successes: Math.max(0, successes),
-      failures: Math.max(0, failed),
-      beats: this.#seenBeats,
+      successes: this.#rounds.successes,
+      failures: this.#rounds.failures,
+      beats,
       lastBeatAgoMs: last === undefined ? undefined : Math.max(0, nowEpochMs() - last),
-      limit: lease.state === "limit",
+      limit: this.#lease.state === "limit",
     };
   }
 
   /**
-   * Under the watch (beats not confirmed): the rounds accepted and failed since the last reading,
-   * into `into`, as {@link ThreadBeats.read} counts them but with nothing else read or allocated;
-   * returns the rounds sent in all.
+   * The counting half of {@link ThreadBeats.read}: the rounds accepted (confirmed, when the batch
+   * confirms) and failed since the last reading, into `into`, with nothing else read or allocated
+   * (the watch calls it per batch per look); returns the rounds sent in all.
    */
   readRounds(into: { successes: number; failures: number }): number {
-    const beats = this.#lease.beats;
-    const failures = this.#lease.failures;
-    into.successes = Math.max(0, beats - this.#seenConfirmed);
+    const lease = this.#lease;
+    const beats = lease.beats;
+    const failures = lease.failures;
+    const confirmed = this.#confirm ? lease.confirmed : beats;
+    into.successes = Math.max(0, confirmed - this.#seenConfirmed);
     into.failures = Math.max(0, failures - this.#seenFailures);
-    this.#seenBeats = beats;
-    this.#seenConfirmed = beats;
+    this.#seenConfirmed = confirmed;
     this.#seenFailures = failures;
     return beats;
   }

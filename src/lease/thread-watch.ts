@@ -42,7 +42,7 @@ export interface WatchMember {
    * With a metrics sink: counts the rounds the thread sent since its last count, at every look
    * that does not ask for its own (`undefined`: nothing counts its rounds).
    */
-  readonly tally: ((now: number) => void) | undefined;
+  readonly tally: (() => void) | undefined;
 }
 
 const watches = new WeakMap<Scheduler, WeakMap<ControlBlock, ThreadWatch>>();
@@ -196,7 +196,7 @@ export class ThreadWatch implements ScheduledTask {
     this.#limitsSeen = limits;
     if (!everyone) for (const c of this.#closers.keys()) if (this.#closed(c)) everyone = true;
     // At the horizon at the latest; after a look at everyone, at the first member's deadline.
-    const bound = everyone ? this.#lookAtEveryone(now) : (this.#lookAtDeliveries(now), this.#tally(now), horizon);
+    const bound = everyone ? this.#lookAtEveryone(now) : (this.#lookAtDeliveries(now), this.#tally(), horizon);
     if (this.#members.size === 0) return;
     this.#arm(Math.min(now + this.#intervalMs, bound), now);
   }
@@ -224,10 +224,10 @@ export class ThreadWatch implements ScheduledTask {
   }
 
   /** The rounds of every member with a metrics sink, counted (their own look counts them too). */
-  #tally(now: number): void {
+  #tally(): void {
     for (const m of this.#tallied) {
       try {
-        m.tally!(now);
+        m.tally!();
       } catch {
         // A count that failed never stops the watch; the member's own look counts again.
       }
@@ -261,7 +261,7 @@ export class WatchSeat implements WatchMember {
     readonly firstDueAt: number,
     readonly look: (now: number) => number,
     readonly settledSeen: (now: number) => void,
-    readonly tally: ((now: number) => void) | undefined,
+    readonly tally: (() => void) | undefined,
   ) {}
 
   get joined(): boolean {

@@ -182,3 +182,15 @@ export class EventLog {
     this.#handlers.clear();
   }
 }
+
+/** Collects `lease:expired` payloads while `body` runs (unsubscribed on every path). */
+export async function withExpiries<T>(body: (expired: LeaseExpiredEvent[]) => Promise<T>): Promise<T> {
+  const expired: LeaseExpiredEvent[] = [];
+  const on = (e: unknown): void => void expired.push(e as LeaseExpiredEvent);
+  diagnostics.subscribe(DiagnosticsChannels.LEASE_EXPIRED, on);
+  try {
+    return await body(expired);
+  } finally {
+    diagnostics.unsubscribe(DiagnosticsChannels.LEASE_EXPIRED, on);
+  }
+}

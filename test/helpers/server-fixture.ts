@@ -1,4 +1,4 @@
-/** One nats-server per test file, with a worker connection and a spy connection. */
+/** One nats-server per test file, with a worker connection, a spy connection and a second worker's connection. */
 import { afterAll, beforeAll } from "vitest";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { startServer, type NatsServer, type ServerOptions } from "./nats-server.js";
@@ -9,6 +9,8 @@ export interface ServerFixture {
   readonly nc: NatsConnection;
   /** A second connection for the ack-frame spy. */
   readonly spyConn: NatsConnection;
+  /** A connection for a second worker on the same durable (the proof of a kept lease). */
+  readonly rivalConn: NatsConnection;
   /** Waits until frames the worker sent have reached the spy. */
   drain(): Promise<void>;
 }
@@ -18,14 +20,17 @@ export function useServer(options: ServerOptions = {}): ServerFixture {
   let srv: NatsServer | undefined;
   let nc: NatsConnection | undefined;
   let spyConn: NatsConnection | undefined;
+  let rivalConn: NatsConnection | undefined;
   beforeAll(async () => {
     srv = await startServer(options);
     nc = await srv.connect();
     spyConn = await srv.connect();
+    rivalConn = await srv.connect();
   });
   afterAll(async () => {
     await nc?.close();
     await spyConn?.close();
+    await rivalConn?.close();
     await srv?.dispose();
   });
   const need = <T>(v: T | undefined): T => {
@@ -41,6 +46,9 @@ export function useServer(options: ServerOptions = {}): ServerFixture {
     },
     get spyConn() {
       return need(spyConn);
+    },
+    get rivalConn() {
+      return need(rivalConn);
     },
     async drain() {
       await need(nc).flush();

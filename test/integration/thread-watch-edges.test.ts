@@ -6,56 +6,28 @@
  * pulling the same durable is the proof of a kept lease (it receives nothing) and of a lease
  * that ended (it receives the message as a redelivery).
  */
-import diagnostics from "node:diagnostics_channel";
+import { setTimeout as sleep } from "node:timers/promises";
 import { jetstream } from "@nats-io/jetstream";
-import type { NatsConnection } from "@nats-io/transport-node";
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import { CommitThenAck, DiagnosticsChannels, HeartbeatLimitError, LeaseExpiredError, verifyInProgressPolicy, withInProgress } from "../../src/index.js";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { CommitThenAck, HeartbeatLimitError, LeaseExpiredError, verifyInProgressPolicy, withInProgress } from "../../src/index.js";
 import { ThreadWatch } from "../../src/lease/thread-watch.js";
 import { AckSpy } from "../helpers/ack-spy.js";
 import { createFixture, eventually, fetchBatch, publish } from "../helpers/jetstream.js";
-import { startServer, type NatsServer } from "../helpers/nats-server.js";
+import { withExpiries } from "../helpers/diagnostics.js";
 import { startRival, type Rival } from "../helpers/rival.js";
+import { useServer } from "../helpers/server-fixture.js";
 
-let srv: NatsServer;
-let nc: NatsConnection;
-let rivalNc: NatsConnection;
-
-beforeAll(async () => {
-  srv = await startServer();
-  nc = await srv.connect();
-  rivalNc = await srv.connect();
-});
-
-afterAll(async () => {
-  await rivalNc.close();
-  await nc.close();
-  await srv.dispose();
-});
+const fx = useServer();
 
 afterEach(() => {
   vi.restoreAllMocks();
 });
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-/** Collects `lease:expired` events while `body` runs. */
-async function withExpiries<T>(body: (expired: unknown[]) => Promise<T>): Promise<T> {
-  const expired: unknown[] = [];
-  const on = (e: unknown): void => void expired.push(e);
-  diagnostics.subscribe(DiagnosticsChannels.LEASE_EXPIRED, on);
-  try {
-    return await body(expired);
-  } finally {
-    diagnostics.unsubscribe(DiagnosticsChannels.LEASE_EXPIRED, on);
-  }
-}
-
 describe("the thread watch at the edges", () => {
   it("a graceful shutdown in the middle of a slow write (CommitThenAck.run): beats go on while it drains for 2× AckWait, it is acknowledged once, and a second worker receives nothing", async () => {
-    const f = await createFixture(nc, { ackWaitMs: 1500 });
+    const f = await createFixture(fx.nc, { ackWaitMs: 1500 });
     const [seq] = await publish(f, 1);
-    await using spy = await AckSpy.start(nc, f.stream);
+    await using spy = await AckSpy.start(fx.nc, f.stream);
     const ack = new CommitThenAck({
       inProgress: verifyInProgressPolicy({ enabled: true, intervalMs: 400, maxHeartbeats: 100, shutdownTimeoutMs: 8000 }, { ackWaitMs: 1500, source: "configured" }),
       heartbeat: { thread: true },
@@ -68,7 +40,7 @@ describe("the thread watch at the edges", () => {
     await withExpiries(async (expired) => {
       await ack.run(await f.js.consumers.get(f.stream, f.consumer), async (_msgs, ctx) => {
         // The rival starts once the loop holds the message: before, it could take it first.
-        rival = await startRival(jetstream(rivalNc), f.stream, f.consumer);
+        rival = await startRival(jetstream(fx.rivalConn), f.stream, f.consumer);
         await eventually(() => spy.of("+WPI", seq).length >= 2, "two rounds from the thread");
         shutdown.abort();
         abortedAt = performance.now();
@@ -79,7 +51,7 @@ describe("the thread watch at the edges", () => {
       }, { batchSize: 1, signal: shutdown.signal });
       expect(expired).toEqual([]);
     });
-    await nc.flush();
+    await fx.nc.flush();
     await rival!.stop();
     expect(rival!.received).toEqual([]);
     expect(sawAbort).toBe(true);
@@ -93,13 +65,13 @@ describe("the thread watch at the edges", () => {
   });
 
   it("a write that ignores its signal after maxHeartbeats (onLimit: continue): no round past the limit, the lease ends at its deadline, the work is told once, and a second worker gets the message", async () => {
-    const f = await createFixture(nc, { ackWaitMs: 1500 });
+    const f = await createFixture(fx.nc, { ackWaitMs: 1500 });
     const [seq] = await publish(f, 1);
-    await using spy = await AckSpy.start(nc, f.stream);
+    await using spy = await AckSpy.start(fx.nc, f.stream);
     const msgs = await fetchBatch(f, 1);
     const policy = verifyInProgressPolicy({ enabled: true, intervalMs: 300, maxHeartbeats: 3 }, { ackWaitMs: 1500, source: "configured" });
     const joins = vi.spyOn(ThreadWatch.prototype, "join");
-    const rival = await startRival(jetstream(rivalNc), f.stream, f.consumer);
+    const rival = await startRival(jetstream(fx.rivalConn), f.stream, f.consumer);
     try {
       await withExpiries(async (expired) => {
         let abortedAt = 0;
@@ -112,7 +84,7 @@ describe("the thread watch at the edges", () => {
           // Ignores the signal: 4.5 s, three AckWaits.
           await sleep(4500);
           return "finished";
-        }, policy, { thread: true, connection: nc });
+        }, policy, { thread: true, connection: fx.nc });
         // A lost lease waits for the work: its own result comes back.
         expect(out).toBe("finished");
         expect(joins).toHaveBeenCalled();
@@ -132,9 +104,9 @@ describe("the thread watch at the edges", () => {
   });
 
   it("a write that ignores its signal after maxHeartbeats (onLimit: abort): the call rejects shutdownTimeoutMs after the abort, and nothing beats the abandoned write", async () => {
-    const f = await createFixture(nc, { ackWaitMs: 1500 });
+    const f = await createFixture(fx.nc, { ackWaitMs: 1500 });
     const [seq] = await publish(f, 1);
-    await using spy = await AckSpy.start(nc, f.stream);
+    await using spy = await AckSpy.start(fx.nc, f.stream);
     const msgs = await fetchBatch(f, 1);
     const policy = verifyInProgressPolicy({ enabled: true, intervalMs: 300, maxHeartbeats: 3, shutdownTimeoutMs: 800 }, { ackWaitMs: 1500, source: "configured" });
     const joins = vi.spyOn(ThreadWatch.prototype, "join");
@@ -145,7 +117,7 @@ describe("the thread watch at the edges", () => {
       ctx.signal.addEventListener("abort", () => void (abortedAt = performance.now()), { once: true });
       ignored = sleep(4000);
       return ignored;
-    }, policy, { thread: true, connection: nc, onLimit: "abort" }).then(() => undefined, (e: unknown) => e);
+    }, policy, { thread: true, connection: fx.nc, onLimit: "abort" }).then(() => undefined, (e: unknown) => e);
     const rejectedAt = performance.now();
     expect(err).toBeInstanceOf(HeartbeatLimitError);
     expect(joins).toHaveBeenCalled();
@@ -156,7 +128,7 @@ describe("the thread watch at the edges", () => {
     expect(rejectedAt - abortedAt).toBeLessThan(800 + 600);
     // The abandoned write runs on; nothing is sent for it.
     await ignored;
-    await nc.flush();
+    await fx.nc.flush();
     expect(spy.of("+WPI", seq), spy.summary()).toHaveLength(3);
     expect(spy.frames.filter((x) => x.streamSequence === seq && x.kind !== "+WPI"), spy.summary()).toEqual([]);
   });
