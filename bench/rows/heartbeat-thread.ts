@@ -9,7 +9,8 @@
  * delivery). Baselines: item 10's raw arm (the
  * same 1,000 messages fetched by hand and kept alive by raw `nc.publish(reply, "+WPI")` from
  * the main thread on one interval), and item 10's library arm (the same loop, beating from the
- * main thread). The three arms alternate round by round.
+ * main thread). A fourth arm holds the same 1,000 messages with nothing beating them (AckWait
+ * 60 s), for the main thread's floor under 12a (12g). The arms alternate round by round.
  *
  * - Window: item 10's (five whole beat periods from a quarter period after the last message
  *   arrived, after a full collection), closed half a period after the fifth round counted from
@@ -61,6 +62,8 @@ interface Sample {
   readonly processPer100k: number;
   /** The main thread alone (NaN off Linux). */
   readonly mainPer100k: number;
+  /** The main thread's CPU in the window, ms (NaN off Linux). */
+  readonly mainMs: number;
   /** The heartbeat thread's threads (NaN before it exists, or off Linux). */
   readonly workerPer100k: number;
   /** The heartbeat thread's CPU in the window, ms (what it costs idle in the raw arm). */
@@ -138,6 +141,7 @@ async function measureWindow(
   return {
     processPer100k: per100k(cpu1 - cpu0),
     mainPer100k: per100k(main1 - main0),
+    mainMs: main1 - main0,
     workerPer100k: per100k(worker1 - worker0),
     workerMs: worker1 - worker0,
     frames,
@@ -254,6 +258,37 @@ async function rawArm(s: BenchStream, nc: NatsConnection, monitorUrl: string, sh
   }
 }
 
+/**
+ * The floor under 12a: the same messages fetched and held, nothing beating them (AckWait long
+ * enough that none is redelivered in the window), the resident batch beside them as in every
+ * arm. What the main thread spends here (timers of the window, the client, collections) is in
+ * every arm; 12a's goal is read against it.
+ */
+async function heldArm(s: BenchStream, nc: NatsConnection, monitorUrl: string, shape: Shape, state: RowState, problems: string[]): Promise<Sample> {
+  const { name, consumer } = await addConsumer(s, { ackWaitMs: HELD_ACK_WAIT_MS, maxAckPending: shape.n });
+  let msgs: JsMsg[] = [];
+  try {
+    let first = Number.NaN;
+    let last = Number.NaN;
+    msgs = await fetchExactly(consumer, shape.n, shape.n, () => {
+      last = performance.now();
+      if (Number.isNaN(first)) first = last;
+    });
+    const ownCid = nc.info?.client_id;
+    const w = await measureWindow(monitorUrl, { first, last }, shape, (cid) => cid === ownCid, state.workerTids);
+    check("messages held, nothing beating, after the window", await consumerCounts(s, name), shape.n, problems);
+    for (const m of msgs) m.ack();
+    await nc.flush();
+    await waitAllAcked(s, name, shape.n);
+    return sampleOf(w);
+  } finally {
+    await s.jsm.consumers.delete(s.stream, name);
+  }
+}
+
+/** AckWait of the held arm's consumer: far past its window, so nothing is redelivered in it. */
+const HELD_ACK_WAIT_MS = 60_000;
+
 const fixed = (xs: readonly number[], digits = 0): string => xs.map((x) => (Number.isFinite(x) ? x.toFixed(digits) : "–")).join(", ");
 
 export async function heartbeatThread(bench: Bench): Promise<Figure[]> {
@@ -272,9 +307,10 @@ export async function heartbeatThread(bench: Bench): Promise<Figure[]> {
   try {
     const s = await createStream(nc, "THREAD", shape.n);
     // The thread's arm last: the first raw and main-thread arms run before the thread exists.
-    const samples = await interleave<"raw" | "main" | "thread", Sample>(
+    const samples = await interleave<"raw" | "held" | "main" | "thread", Sample>(
       {
         raw: () => rawArm(s, nc, url, shape, state, problems),
+        held: () => heldArm(s, nc, url, shape, state, problems),
         main: () => eachArm("main", s, nc, url, shape, policy, state, problems),
         thread: () => eachArm("thread", s, nc, url, shape, policy, state, problems),
       },
@@ -396,6 +432,27 @@ export async function heartbeatThread(bench: Bench): Promise<Figure[]> {
         samples: { value: pluck(th, "processPer100k"), baseline: pluck(main, "processPer100k") },
       }),
     );
+    // The floor: the held arm's main-thread CPU, per 100,000 of the raw arm's frames (same windows).
+    const heldMs = pluck(samples.held, "mainMs");
+    const rawFrames = median(pluck(raw, "frames"));
+    const floor = median(heldMs.map((ms) => (ms / rawFrames) * 100_000));
+    if (Number.isFinite(floor) && Number.isFinite(mainRaw)) {
+      out.push(
+        figure({
+          id: "12g",
+          item: 12,
+          name: `  CPU of the main thread, the same msgs held and nothing beating (the floor under 12a)`,
+          unit: "ms CPU/100k +WPI",
+          value: floor,
+          baselineName: "raw +WPI publishes, main thread (12a's baseline)",
+          baseline: mainRaw,
+          samples: { value: heldMs.map((ms) => (ms / rawFrames) * 100_000), baseline: pluck(raw, "mainPer100k") },
+          note:
+            `per 100,000 of the raw arm's frames (median ${fixed([rawFrames])} per window); main-thread ms per window: ${fixed(heldMs, 1)} (held), ` +
+            `${fixed(pluck(th, "mainMs"), 1)} (thread), ${fixed(pluck(raw, "mainMs"), 1)} (raw); 12a's goal (0.1×) is ${fixed([(0.1 * mainRaw * rawFrames) / 100_000], 1)} ms per window`,
+        }),
+      );
+    }
     return withProblems(out, problems);
   } finally {
     const handle = state.handle;
