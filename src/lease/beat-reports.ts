@@ -98,7 +98,7 @@ const late = { successes: 0, failures: 0 };
  * counted once the replies could have landed (`waitMs`, the reply timeout, and a margin for the
  * thread), metrics only. Returns the rounds sent in all.
  */
-export function countThreadRoundsAnsweredLate(thread: ThreadBeats, metrics: MetricsRecorder, waitMs: number): number {
+function countThreadRoundsAnsweredLate(thread: ThreadBeats, metrics: MetricsRecorder, waitMs: number): number {
   if (metrics.enabled) {
     setTimeout(() => {
       thread.readRounds(late);
@@ -108,4 +108,12 @@ export function countThreadRoundsAnsweredLate(thread: ThreadBeats, metrics: Metr
     }, waitMs + LATE_REPLY_MARGIN_MS).unref();
   }
   return thread.beatsNow;
+}
+
+/**
+ * A thread batch at its end, after its stop: the rounds sent since its last reading are counted
+ * now, or, with confirmed beats (`confirmWaitMs`, their reply timeout), once answered.
+ */
+export function countLastThreadRounds(thread: ThreadBeats, first: number, t: ReportTarget, confirmWaitMs: number | undefined): number {
+  return confirmWaitMs === undefined ? countThreadRounds(thread, first, t) : countThreadRoundsAnsweredLate(thread, t.metrics, confirmWaitMs);
 }

@@ -14,7 +14,7 @@ import type { MetricsSink } from "../telemetry/metrics-sink.js";
 import type { TraceRecorder } from "../telemetry/tracing.js";
 import { sendConfirmedRound, sendRound, type ClosableConnection, type RequestConnection, type RoundResult } from "./heartbeat-round.js";
 import { publishLeaseEvent } from "./lease-events.js";
-import { countRoundAnsweredLate, countThreadRounds, countThreadRoundsAnsweredLate, reportRound, reportThreadReading, type ReportTarget } from "./beat-reports.js";
+import { countLastThreadRounds, countRoundAnsweredLate, countThreadRounds, reportRound, reportThreadReading, type ReportTarget } from "./beat-reports.js";
 import { trackBatch } from "./batch-deadlines.js";
 import type { LeaseTracker } from "./lease-tracker.js";
 import type { CheckedThreadConnection } from "./heartbeat-thread-options.js";
@@ -142,11 +142,7 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
     this.#stallWatch.leave(this.#stall, now);
     this.#finishing = true;
     this.#seat?.leave();
-    const thread = this.#thread;
-    if (thread !== undefined && !this.#expired) this.#syncThread(now);
-    this.#thread?.stop();
-    // A round that left between that reading and the stop is counted too (a confirmed one once answered).
-    if (thread !== undefined && thread === this.#thread && !this.#expired) this.beats = this.#opts.confirm === undefined ? countThreadRounds(thread, this.beats, this.#reports) : countThreadRoundsAnsweredLate(thread, this.#metrics, this.#confirmGraceMs());
+    if (this.#thread !== undefined) this.#stopThread(this.#thread, now);
     if (!this.#expired && this.#inFlight === 0 && now > this.#tracker.deadline + this.#confirmGraceMs()) this.#expire(now, false);
     this.#finished = true;
     this.#beating = false;
@@ -392,6 +388,13 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
     this.#seat?.leave();
     this.#scheduler.cancel(this);
     this.#stallWatch.leave(this.#stall, this.#scheduler.clock.now());
+  }
+
+  /** The thread beats the batch no more; a round sent since the last reading is counted too (a confirmed one once answered). */
+  #stopThread(thread: ThreadBeats, now: number): void {
+    if (!this.#expired) this.#syncThread(now);
+    this.#thread?.stop();
+    if (thread === this.#thread && !this.#expired) this.beats = countLastThreadRounds(thread, this.beats, this.#reports, this.#opts.confirm && this.#confirmGraceMs());
   }
 
   /** Brings the books up to what the thread did: counts, events, the lease, settled messages, the limit. */
