@@ -467,8 +467,7 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
   /** Confirmed beats: how long a round's replies may take, the wait before a deadline counts as passed. */
   #confirmGraceMs(): number {
     const confirm = this.#opts.confirm;
-    if (this.#thread === undefined || confirm === undefined) return 0;
-    return confirm.timeoutMs ?? this.#confirmTimeoutMs();
+    return this.#thread === undefined || confirm === undefined ? 0 : (confirm.timeoutMs ?? this.#confirmTimeoutMs());
   }
 
   #confirmTimeoutMs(): number {
