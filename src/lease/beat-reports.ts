@@ -64,6 +64,7 @@ export function reportThreadReading(r: ThreadReading, first: number, confirmed: 
 /** How long after the reply timeout a late reading waits for the thread to record the replies. */
 const LATE_REPLY_MARGIN_MS = 250;
 
+/** Scratch for `readRounds` (no object per reading); read into locals before any sink is called. */
 const rounds = { successes: 0, failures: 0 };
 
 /**
@@ -74,11 +75,12 @@ const rounds = { successes: 0, failures: 0 };
  */
 export function countThreadRounds(thread: ThreadBeats, first: number, t: ReportTarget): number {
   const beats = thread.readRounds(rounds);
-  if (rounds.failures > 0) {
-    reportThreadReading({ successes: rounds.successes, failures: rounds.failures, beats, lastBeatAgoMs: undefined, limit: false }, first, false, thread.connected, t);
-  } else if (rounds.successes > 0) {
-    t.metrics.countSoon(MetricNames.IN_PROGRESS_ATTEMPTS_TOTAL, rounds.successes);
-    t.metrics.countSoon(MetricNames.IN_PROGRESS_SUCCESSES_TOTAL, rounds.successes);
+  const { successes, failures } = rounds;
+  if (failures > 0) {
+    reportThreadReading({ successes, failures, beats, lastBeatAgoMs: undefined, limit: false }, first, false, thread.connected, t);
+  } else if (successes > 0) {
+    t.metrics.countSoon(MetricNames.IN_PROGRESS_ATTEMPTS_TOTAL, successes);
+    t.metrics.countSoon(MetricNames.IN_PROGRESS_SUCCESSES_TOTAL, successes);
   }
   return beats;
 }
@@ -91,8 +93,6 @@ export function countRoundAnsweredLate(result: RoundResult, metrics: MetricsReco
   metrics.count(result.failed === 0 ? MetricNames.IN_PROGRESS_SUCCESSES_TOTAL : MetricNames.IN_PROGRESS_FAILURES_TOTAL);
 }
 
-const late = { successes: 0, failures: 0 };
-
 /**
  * A thread batch with confirmed beats, at its end: the rounds still waiting for their replies are
  * counted once the replies could have landed (`waitMs`, the reply timeout, and a margin for the
@@ -101,10 +101,11 @@ const late = { successes: 0, failures: 0 };
 function countThreadRoundsAnsweredLate(thread: ThreadBeats, metrics: MetricsRecorder, waitMs: number): number {
   if (metrics.enabled) {
     setTimeout(() => {
-      thread.readRounds(late);
-      metrics.count(MetricNames.IN_PROGRESS_ATTEMPTS_TOTAL, late.successes + late.failures);
-      metrics.count(MetricNames.IN_PROGRESS_SUCCESSES_TOTAL, late.successes);
-      metrics.count(MetricNames.IN_PROGRESS_FAILURES_TOTAL, late.failures);
+      thread.readRounds(rounds);
+      const { successes, failures } = rounds;
+      metrics.count(MetricNames.IN_PROGRESS_ATTEMPTS_TOTAL, successes + failures);
+      metrics.count(MetricNames.IN_PROGRESS_SUCCESSES_TOTAL, successes);
+      metrics.count(MetricNames.IN_PROGRESS_FAILURES_TOTAL, failures);
     }, waitMs + LATE_REPLY_MARGIN_MS).unref();
   }
   return thread.beatsNow;

@@ -126,14 +126,19 @@ export interface LoggedEvent {
   readonly payload: unknown;
 }
 
-/** Subscribes to every channel; `waitFor` resolves when a matching event arrives (no sleeping). */
-export class EventLog {
+/**
+ * Subscribes to every channel, or to those named; `waitFor` resolves when a matching event
+ * arrives (no sleeping). Name the channels a test reads when a subscriber changes what the
+ * library does: a `heartbeat:sent` subscriber makes the thread's watch look at every batch
+ * each interval, to publish their rounds.
+ */
+export class EventLog implements Disposable {
   readonly events: LoggedEvent[] = [];
   readonly #waiters = new Set<() => void>();
   readonly #handlers = new Map<ChannelName, (message: unknown) => void>();
 
-  constructor() {
-    for (const channel of Object.values(DiagnosticsChannels)) {
+  constructor(channels: readonly ChannelName[] = Object.values(DiagnosticsChannels)) {
+    for (const channel of channels) {
       const fn = (payload: unknown): void => {
         this.events.push({ channel, payload });
         for (const w of [...this.#waiters]) w();
@@ -181,16 +186,8 @@ export class EventLog {
     for (const [channel, fn] of this.#handlers) diagnostics.unsubscribe(channel, fn);
     this.#handlers.clear();
   }
-}
 
-/** Collects `lease:expired` payloads while `body` runs (unsubscribed on every path). */
-export async function withExpiries<T>(body: (expired: LeaseExpiredEvent[]) => Promise<T>): Promise<T> {
-  const expired: LeaseExpiredEvent[] = [];
-  const on = (e: unknown): void => void expired.push(e as LeaseExpiredEvent);
-  diagnostics.subscribe(DiagnosticsChannels.LEASE_EXPIRED, on);
-  try {
-    return await body(expired);
-  } finally {
-    diagnostics.unsubscribe(DiagnosticsChannels.LEASE_EXPIRED, on);
+  [Symbol.dispose](): void {
+    this.dispose();
   }
 }

@@ -7,13 +7,13 @@
  * process receives the redelivery, and the library says so (`leaseLost: true`, the lease
  * counted as expired, the stall counted) instead of reporting a healthy batch.
  */
-import diagnostics from "node:diagnostics_channel";
 import { jetstream, type JsMsg } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CommitThenAck, DiagnosticsChannels, InMemoryMetrics, MetricNames, type BatchResult, type EventLoopStallEvent } from "../../src/index.js";
 import { AckSpy } from "../helpers/ack-spy.js";
+import { EventLog } from "../helpers/diagnostics.js";
 import { createFixture, eventually, publish } from "../helpers/jetstream.js";
 import { startServer, type NatsServer } from "../helpers/nats-server.js";
 import { startObserver } from "../helpers/observer.js";
@@ -68,9 +68,7 @@ async function blockedWrite(o: { loop: "run" | "runEach"; thread: boolean; block
   const [seq] = await publish(f, 1);
   const spy = await AckSpy.start(nc, f.stream);
   const metrics = new InMemoryMetrics();
-  const stalls: EventLoopStallEvent[] = [];
-  const onStall = (e: unknown): void => void stalls.push(e as EventLoopStallEvent);
-  diagnostics.subscribe(DiagnosticsChannels.EVENT_LOOP_STALL, onStall);
+  using log = new EventLog([DiagnosticsChannels.EVENT_LOOP_STALL]);
   const worker = await srv.connect();
   const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, {
     inProgress: { enabled: true, intervalMs: 500, maxHeartbeats: 100 },
@@ -109,10 +107,9 @@ async function blockedWrite(o: { loop: "run" | "runEach"; thread: boolean; block
       rivalDeliveries: rival.deliveries.filter((d) => d.seq === seq).length,
       acks: spy.of("+ACK", seq).length,
       counters: metrics.snapshot().counters,
-      stalls,
+      stalls: log.of(DiagnosticsChannels.EVENT_LOOP_STALL),
     };
   } finally {
-    diagnostics.unsubscribe(DiagnosticsChannels.EVENT_LOOP_STALL, onStall);
     await rival.stop();
     await spy[Symbol.asyncDispose]();
     await worker.close();

@@ -5,12 +5,12 @@
  * still goes out, and the unconfirmed beats are reported as a final failed beat, since one of
  * them still on its way would cut a NAK's delay to AckWait.
  */
-import diagnostics from "node:diagnostics_channel";
 import { jetstream } from "@nats-io/jetstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CommitThenAck, DiagnosticsChannels, InMemoryMetrics, MetricNames, TemporarySinkError, type HeartbeatFailedEvent } from "../../src/index.js";
 import { HeartbeatThread } from "../../src/lease/heartbeat-thread.js";
 import { AckSpy } from "../helpers/ack-spy.js";
+import { EventLog } from "../helpers/diagnostics.js";
 import { createFixture, fetchBatch, publish } from "../helpers/jetstream.js";
 import { startServer, type NatsServer } from "../helpers/nats-server.js";
 import { TcpProxy } from "../reliability/tcp-proxy.js";
@@ -36,9 +36,7 @@ async function failWithThread(silence: boolean): Promise<{ events: HeartbeatFail
   // meanwhile as failed beats.
   const warm = HeartbeatThread.acquire({ servers: link.url });
   await warm.ready();
-  const events: HeartbeatFailedEvent[] = [];
-  const onFailed = (e: unknown): void => void events.push(e as HeartbeatFailedEvent);
-  diagnostics.subscribe(DiagnosticsChannels.HEARTBEAT_FAILED, onFailed);
+  using log = new EventLog([DiagnosticsChannels.HEARTBEAT_FAILED]);
   try {
     const f = await createFixture(nc, { ackWaitMs: 2000 });
     const [seq] = await publish(f, 1);
@@ -67,9 +65,8 @@ async function failWithThread(silence: boolean): Promise<{ events: HeartbeatFail
     const finals = spy.forSequence(seq!).map((x) => x.kind).filter((k) => k !== "+WPI");
     link.restore();
     await f.jsm.streams.delete(f.stream);
-    return { events, failures: metrics.snapshot().counters[MetricNames.IN_PROGRESS_FAILURES_TOTAL] ?? 0, waitedMs: nak.at - failedAt, finals };
+    return { events: log.of(DiagnosticsChannels.HEARTBEAT_FAILED), failures: metrics.snapshot().counters[MetricNames.IN_PROGRESS_FAILURES_TOTAL] ?? 0, waitedMs: nak.at - failedAt, finals };
   } finally {
-    diagnostics.unsubscribe(DiagnosticsChannels.HEARTBEAT_FAILED, onFailed);
     warm.release();
     await worker.close();
     await nc.close();

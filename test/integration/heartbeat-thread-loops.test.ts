@@ -5,7 +5,6 @@
  * connect leaves the beats to the main thread, and a finished host exits by itself.
  */
 import { execFile } from "node:child_process";
-import diagnostics from "node:diagnostics_channel";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { jetstream } from "@nats-io/jetstream";
@@ -21,6 +20,7 @@ import {
   type HeartbeatFailedEvent,
 } from "../../src/index.js";
 import { AckSpy } from "../helpers/ack-spy.js";
+import { EventLog } from "../helpers/diagnostics.js";
 import { startRival } from "../helpers/rival.js";
 import { createFixture, eventually, publish } from "../helpers/jetstream.js";
 import { freePort, startServer, type NatsServer } from "../helpers/nats-server.js";
@@ -62,14 +62,6 @@ function authorization(users: readonly string[]): string {
     "}",
     "no_auth_user: probe_nobody",
   ].join("\n");
-}
-
-/** The `heartbeat:failed` events published until it is disposed. */
-function collectFailedBeats(): { readonly events: HeartbeatFailedEvent[] } & Disposable {
-  const events: HeartbeatFailedEvent[] = [];
-  const onFailed = (e: unknown): void => void events.push(e as HeartbeatFailedEvent);
-  diagnostics.subscribe(DiagnosticsChannels.HEARTBEAT_FAILED, onFailed);
-  return { events, [Symbol.dispose]: () => void diagnostics.unsubscribe(DiagnosticsChannels.HEARTBEAT_FAILED, onFailed) };
 }
 
 describe("the heartbeat thread under CommitThenAck", () => {
@@ -211,8 +203,8 @@ describe("the heartbeat thread under CommitThenAck", () => {
     const f = await createFixture(nc, { ackWaitMs: 5000 });
     const [seq] = await publish(f, 1);
     const spy = await AckSpy.start(nc, f.stream);
-    using failures = collectFailedBeats();
-    const failed = failures.events;
+    using failures = new EventLog([DiagnosticsChannels.HEARTBEAT_FAILED]);
+    const failed = (): HeartbeatFailedEvent[] => failures.of(DiagnosticsChannels.HEARTBEAT_FAILED);
     try {
       const metrics = new InMemoryMetrics();
       const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, {
@@ -230,7 +222,7 @@ describe("the heartbeat thread under CommitThenAck", () => {
       // was refused (however long that took) it goes on beating from the main thread.
       let wpiAtFallback = -1;
       const first = await ack.process(batch, async () => {
-        await eventually(() => failed.some((e) => e.errorName === "HeartbeatThreadError"), "the fallback of the first batch", 20_000);
+        await eventually(() => failed().some((e) => e.errorName === "HeartbeatThreadError"), "the fallback of the first batch", 20_000);
         wpiAtFallback = spy.of("+WPI", seq).length;
         await new Promise((r) => setTimeout(r, 700));
       });
@@ -238,7 +230,7 @@ describe("the heartbeat thread under CommitThenAck", () => {
       // The thread never connected: every +WPI came from the main thread, the first at once.
       expect(wpiAtFallback).toBeGreaterThanOrEqual(0);
       expect(spy.of("+WPI", seq).length - wpiAtFallback).toBeGreaterThanOrEqual(2);
-      expect(failed.filter((e) => e.errorName === "HeartbeatThreadError")).toHaveLength(1);
+      expect(failed().filter((e) => e.errorName === "HeartbeatThreadError")).toHaveLength(1);
       await publish(f, 1);
       const second = [];
       for await (const m of await (await jetstream(nc).consumers.get(f.stream, f.consumer)).fetch({ max_messages: 1, expires: 1000 })) second.push(m);
@@ -246,8 +238,8 @@ describe("the heartbeat thread under CommitThenAck", () => {
       expect([r.outcome, r.leaseLost]).toEqual(["acked", false]);
       expect(spy.of("+WPI", second[0]!.seq).length).toBeGreaterThanOrEqual(3);
       // The second batch was not put on the failed thread: it beat from the main thread at once.
-      expect(failed.filter((e) => e.errorName === "HeartbeatThreadError")).toHaveLength(2);
-      expect(failed.at(-1)).toMatchObject({ errorName: "HeartbeatThreadError", beat: 0 });
+      expect(failed().filter((e) => e.errorName === "HeartbeatThreadError")).toHaveLength(2);
+      expect(failed().at(-1)).toMatchObject({ errorName: "HeartbeatThreadError", beat: 0 });
       expect(metrics.snapshot().counters[MetricNames.IN_PROGRESS_FAILURES_TOTAL] ?? 0).toBeGreaterThanOrEqual(1);
       expect(seq).toBe(1);
       await eventually(() => spy.of("+ACK").length === 2, "both ACKs");
@@ -271,8 +263,8 @@ describe("the heartbeat thread under CommitThenAck", () => {
     const f = await createFixture(nc, { ackWaitMs: 3000 });
     const [seq] = await publish(f, 1);
     const spy = await AckSpy.start(nc, f.stream);
-    using failures = collectFailedBeats();
-    const failed = failures.events;
+    using failures = new EventLog([DiagnosticsChannels.HEARTBEAT_FAILED]);
+    const failed = (): HeartbeatFailedEvent[] => failures.of(DiagnosticsChannels.HEARTBEAT_FAILED);
     try {
       const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, {
         inProgress: { enabled: true, intervalMs: 500, maxHeartbeats: 50 },
@@ -288,7 +280,7 @@ describe("the heartbeat thread under CommitThenAck", () => {
         await eventually(() => spy.of("+WPI", seq).length >= 1, "the thread's first round", 20_000);
         // ... until its connection drops and every reconnect is refused.
         proxy.retarget(refusing.port);
-        await eventually(() => failed.some((e) => e.errorName === "HeartbeatThreadError"), "the fallback to the main thread", 20_000);
+        await eventually(() => failed().some((e) => e.errorName === "HeartbeatThreadError"), "the fallback to the main thread", 20_000);
         const at = spy.of("+WPI", seq).length;
         // Longer than AckWait: only the main thread's beats keep the lease now.
         await new Promise((res) => setTimeout(res, 4000));
@@ -299,7 +291,7 @@ describe("the heartbeat thread under CommitThenAck", () => {
       expect([r.outcome, r.leaseLost]).toEqual(["acked", false]);
       expect(mainBeats).toBeGreaterThanOrEqual(6);
       expect(rival.received).toEqual([]);
-      expect(failed.filter((e) => e.errorName === "HeartbeatThreadError")).toHaveLength(1);
+      expect(failed().filter((e) => e.errorName === "HeartbeatThreadError")).toHaveLength(1);
       await eventually(() => spy.of("+ACK", seq).length === 1, "the ACK");
       // The server took the ACK: nothing pending, nothing redelivered.
       const info = await f.jsm.consumers.info(f.stream, f.consumer);

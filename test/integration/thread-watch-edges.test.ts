@@ -9,11 +9,11 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { jetstream } from "@nats-io/jetstream";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { CommitThenAck, HeartbeatLimitError, LeaseExpiredError, verifyInProgressPolicy, withInProgress } from "../../src/index.js";
+import { CommitThenAck, DiagnosticsChannels, HeartbeatLimitError, LeaseExpiredError, verifyInProgressPolicy, withInProgress } from "../../src/index.js";
 import { ThreadWatch } from "../../src/lease/thread-watch.js";
 import { AckSpy } from "../helpers/ack-spy.js";
 import { createFixture, eventually, fetchBatch, publish } from "../helpers/jetstream.js";
-import { withExpiries } from "../helpers/diagnostics.js";
+import { EventLog } from "../helpers/diagnostics.js";
 import { startRival, type Rival } from "../helpers/rival.js";
 import { useServer } from "../helpers/server-fixture.js";
 
@@ -37,20 +37,20 @@ describe("the thread watch at the edges", () => {
     let rival: Rival | undefined;
     let abortedAt = 0;
     let sawAbort = false;
-    await withExpiries(async (expired) => {
-      await ack.run(await f.js.consumers.get(f.stream, f.consumer), async (_msgs, ctx) => {
-        // The rival starts once the loop holds the message: before, it could take it first.
-        rival = await startRival(jetstream(fx.rivalConn), f.stream, f.consumer);
-        await eventually(() => spy.of("+WPI", seq).length >= 2, "two rounds from the thread");
-        shutdown.abort();
-        abortedAt = performance.now();
-        await sleep(100);
-        sawAbort = ctx.signal.aborted;
-        // The commit goes on after the shutdown: twice AckWait.
-        await sleep(3000);
-      }, { batchSize: 1, signal: shutdown.signal });
-      expect(expired).toEqual([]);
-    });
+    // Only lease:expired: a heartbeat:sent subscriber would make the watch look at the batch every interval.
+    using events = new EventLog([DiagnosticsChannels.LEASE_EXPIRED]);
+    await ack.run(await f.js.consumers.get(f.stream, f.consumer), async (_msgs, ctx) => {
+      // The rival starts once the loop holds the message: before, it could take it first.
+      rival = await startRival(jetstream(fx.rivalConn), f.stream, f.consumer);
+      await eventually(() => spy.of("+WPI", seq).length >= 2, "two rounds from the thread");
+      shutdown.abort();
+      abortedAt = performance.now();
+      await sleep(100);
+      sawAbort = ctx.signal.aborted;
+      // The commit goes on after the shutdown: twice AckWait.
+      await sleep(3000);
+    }, { batchSize: 1, signal: shutdown.signal });
+    expect(events.of(DiagnosticsChannels.LEASE_EXPIRED)).toEqual([]);
     await fx.nc.flush();
     await rival!.stop();
     expect(rival!.received).toEqual([]);
@@ -73,31 +73,31 @@ describe("the thread watch at the edges", () => {
     const joins = vi.spyOn(ThreadWatch.prototype, "join");
     const rival = await startRival(jetstream(fx.rivalConn), f.stream, f.consumer);
     try {
-      await withExpiries(async (expired) => {
-        let abortedAt = 0;
-        let reason: unknown;
-        const out = await withInProgress(msgs, async (ctx) => {
-          ctx.signal.addEventListener("abort", () => {
-            abortedAt = performance.now();
-            reason = ctx.signal.reason;
-          }, { once: true });
-          // Ignores the signal: 4.5 s, three AckWaits.
-          await sleep(4500);
-          return "finished";
-        }, policy, { thread: true, connection: fx.nc });
-        // A lost lease waits for the work: its own result comes back.
-        expect(out).toBe("finished");
-        expect(joins).toHaveBeenCalled();
-        expect(reason).toBeInstanceOf(LeaseExpiredError);
-        expect(expired).toHaveLength(1);
-        const beats = spy.of("+WPI", seq);
-        expect(beats, spy.summary()).toHaveLength(3);
-        // Told at the deadline: AckWait after the last round, not before, not much later.
-        expect(abortedAt - beats[2]!.at).toBeGreaterThanOrEqual(1500 - 100);
-        expect(abortedAt - beats[2]!.at).toBeLessThan(1500 + 1000);
-        await eventually(() => rival.received.length >= 1, "the redelivery to the second worker", 10_000);
-        expect(rival.received[0]).toMatchObject({ seq, deliveryCount: 2 });
-      });
+      // Only lease:expired: a heartbeat:sent subscriber would make the watch look at the batch every interval.
+      using events = new EventLog([DiagnosticsChannels.LEASE_EXPIRED]);
+      let abortedAt = 0;
+      let reason: unknown;
+      const out = await withInProgress(msgs, async (ctx) => {
+        ctx.signal.addEventListener("abort", () => {
+          abortedAt = performance.now();
+          reason = ctx.signal.reason;
+        }, { once: true });
+        // Ignores the signal: 4.5 s, three AckWaits.
+        await sleep(4500);
+        return "finished";
+      }, policy, { thread: true, connection: fx.nc });
+      // A lost lease waits for the work: its own result comes back.
+      expect(out).toBe("finished");
+      expect(joins).toHaveBeenCalled();
+      expect(reason).toBeInstanceOf(LeaseExpiredError);
+      expect(events.of(DiagnosticsChannels.LEASE_EXPIRED)).toHaveLength(1);
+      const beats = spy.of("+WPI", seq);
+      expect(beats, spy.summary()).toHaveLength(3);
+      // Told at the deadline: AckWait after the last round, not before, not much later.
+      expect(abortedAt - beats[2]!.at).toBeGreaterThanOrEqual(1500 - 100);
+      expect(abortedAt - beats[2]!.at).toBeLessThan(1500 + 1000);
+      await eventually(() => rival.received.length >= 1, "the redelivery to the second worker", 10_000);
+      expect(rival.received[0]).toMatchObject({ seq, deliveryCount: 2 });
     } finally {
       await rival.stop();
     }

@@ -7,10 +7,10 @@
 import { jetstream } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import { verifyInProgressPolicy, withInProgress } from "../../src/index.js";
+import { DiagnosticsChannels, verifyInProgressPolicy, withInProgress } from "../../src/index.js";
 import { ThreadWatch } from "../../src/lease/thread-watch.js";
 import { AckSpy } from "../helpers/ack-spy.js";
-import { withExpiries } from "../helpers/diagnostics.js";
+import { EventLog } from "../helpers/diagnostics.js";
 import { createFixture, fetchBatch, publish } from "../helpers/jetstream.js";
 import { startCluster, type NatsCluster } from "../helpers/nats-server.js";
 import { startRival } from "../helpers/rival.js";
@@ -58,28 +58,28 @@ describe("reliability (short): a consumer leader step-down under batches watched
     let answeredAt = 0;
     let newLeader = "";
     try {
-      await withExpiries(async (expired) => {
-        const aborted = await withInProgress(msgs, async (ctx) => {
-          await spy.waitFor(beatsSince(0, 2), 10_000, "two rounds per message before the election");
-          const reply = await admin.request(`$JS.API.CONSUMER.LEADER.STEPDOWN.${f.stream}.${f.consumer}`, "", { timeout: 5000 });
-          expect(reply.json<{ success?: boolean }>().success, "step-down accepted").toBe(true);
-          const after = await consumerInfoWhen(admin, f.stream, f.consumer, (c) => Boolean(c.cluster?.leader) && c.cluster!.leader !== oldLeader, "a new consumer leader", 60_000);
-          answeredAt = performance.now();
-          newLeader = after.cluster!.leader!;
-          // Beats against the new leader for longer than one AckWait after it answered.
-          await spy.waitFor(beatsSince(answeredAt, 2), 10_000, "two rounds per message after the election");
-          await sleep(Math.max(0, ACK_WAIT_MS + 1000 - (performance.now() - answeredAt)));
-          return ctx.signal.aborted;
-        }, policy, { thread: true, connection: worker });
-        expect(aborted).toBe(false);
-        for (const m of msgs) await m.ackAck({ timeout: 10_000 });
-        await rival.stop();
-        expect(newLeader).not.toBe(oldLeader);
-        expect(rival.received, spy.summary()).toEqual([]);
-        expect(expired).toEqual([]);
-        expect(joins).toHaveBeenCalled();
-        for (const s of seqs) expect(spy.of("+WPI", s).filter((x) => x.at > answeredAt).length, spy.summary()).toBeGreaterThanOrEqual(6);
-      });
+      // Only lease:expired: a heartbeat:sent subscriber would make the watch look at the batch every interval.
+      using events = new EventLog([DiagnosticsChannels.LEASE_EXPIRED]);
+      const aborted = await withInProgress(msgs, async (ctx) => {
+        await spy.waitFor(beatsSince(0, 2), 10_000, "two rounds per message before the election");
+        const reply = await admin.request(`$JS.API.CONSUMER.LEADER.STEPDOWN.${f.stream}.${f.consumer}`, "", { timeout: 5000 });
+        expect(reply.json<{ success?: boolean }>().success, "step-down accepted").toBe(true);
+        const after = await consumerInfoWhen(admin, f.stream, f.consumer, (c) => Boolean(c.cluster?.leader) && c.cluster!.leader !== oldLeader, "a new consumer leader", 60_000);
+        answeredAt = performance.now();
+        newLeader = after.cluster!.leader!;
+        // Beats against the new leader for longer than one AckWait after it answered.
+        await spy.waitFor(beatsSince(answeredAt, 2), 10_000, "two rounds per message after the election");
+        await sleep(Math.max(0, ACK_WAIT_MS + 1000 - (performance.now() - answeredAt)));
+        return ctx.signal.aborted;
+      }, policy, { thread: true, connection: worker });
+      expect(aborted).toBe(false);
+      for (const m of msgs) await m.ackAck({ timeout: 10_000 });
+      await rival.stop();
+      expect(newLeader).not.toBe(oldLeader);
+      expect(rival.received, spy.summary()).toEqual([]);
+      expect(events.of(DiagnosticsChannels.LEASE_EXPIRED)).toEqual([]);
+      expect(joins).toHaveBeenCalled();
+      for (const s of seqs) expect(spy.of("+WPI", s).filter((x) => x.at > answeredAt).length, spy.summary()).toBeGreaterThanOrEqual(6);
     } finally {
       await rival.stop().catch(() => undefined);
     }

@@ -246,7 +246,13 @@ export async function connectionDropScenario(o: ConnectionDropOptions): Promise<
       const counters = () => w.metrics.snapshot().counters;
       const decided = (): number => (counters()[MetricNames.IN_PROGRESS_SUCCESSES_TOTAL] ?? 0) + (counters()[MetricNames.IN_PROGRESS_FAILURES_TOTAL] ?? 0);
       const attempts = counters()[MetricNames.IN_PROGRESS_ATTEMPTS_TOTAL] ?? 0;
-      await eventually(() => decided() === attempts, `${w.name}: every round decided (${decided()} of ${attempts})`, 5000);
+      const allDecided = (): boolean => {
+        const n = decided();
+        // Thrown, not returned: the timeout's message then says how many were decided at the end.
+        if (n !== attempts) throw new Error(`${n} of ${attempts} decided`);
+        return true;
+      };
+      await eventually(allDecided, `${w.name}: every round decided`, 5000);
       const c = counters();
       out[w.name] = {
         failures: c[MetricNames.IN_PROGRESS_FAILURES_TOTAL] ?? 0,

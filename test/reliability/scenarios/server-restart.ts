@@ -10,7 +10,6 @@
  * published while it is disconnected); beats resume after the reconnect; the final ACKs land
  * after the commits; nothing is lost or redelivered while the outage stays inside AckWait.
  */
-import diagnostics from "node:diagnostics_channel";
 import { jetstream } from "@nats-io/jetstream";
 import { expect } from "vitest";
 import {
@@ -20,9 +19,9 @@ import {
   MetricNames,
   verifyInProgressPolicy,
   type BatchResult,
-  type HeartbeatFailedEvent,
 } from "../../../src/index.js";
 import { AckSpy } from "../../helpers/ack-spy.js";
+import { EventLog } from "../../helpers/diagnostics.js";
 import { createFixture, eventually, fetchBatch, publish } from "../../helpers/jetstream.js";
 import { startServer } from "../../helpers/nats-server.js";
 import { assertInvariants, checkInvariants, printSummary, type InvariantReport } from "../invariants.js";
@@ -81,9 +80,7 @@ async function serverRestartOnce(o: ServerRestartOptions): Promise<ServerRestart
   const probeConn = await srv.connect(RECONNECT);
   const status = watchStatus(nc);
   const unhandled = watchUnhandledRejections();
-  const failedEvents: HeartbeatFailedEvent[] = [];
-  const onFailed = (e: unknown): void => void failedEvents.push(e as HeartbeatFailedEvent);
-  diagnostics.subscribe(DiagnosticsChannels.HEARTBEAT_FAILED, onFailed);
+  using log = new EventLog([DiagnosticsChannels.HEARTBEAT_FAILED]);
   const probeStop = new AbortController();
   let probeRun: Promise<void> | undefined;
   try {
@@ -169,6 +166,7 @@ async function serverRestartOnce(o: ServerRestartOptions): Promise<ServerRestart
     for (const r of settled) expect(r).toMatchObject({ outcome: "acked", acked: o.batchSize });
     // Every outage held at least one beat, and each of those was counted, never a success.
     expect(failedBeats).toBeGreaterThanOrEqual(o.restarts);
+    const failedEvents = log.of(DiagnosticsChannels.HEARTBEAT_FAILED);
     expect(failedEvents.length).toBe(c[MetricNames.IN_PROGRESS_FAILURES_TOTAL]);
     expect(new Set(failedEvents.map((e) => e.errorName))).toEqual(new Set(["DisconnectedError"]));
     expect(c[MetricNames.IN_PROGRESS_LEASE_EXPIRED_TOTAL] ?? 0).toBe(0);
@@ -183,7 +181,6 @@ async function serverRestartOnce(o: ServerRestartOptions): Promise<ServerRestart
   } finally {
     probeStop.abort();
     await probeRun?.catch(() => undefined);
-    diagnostics.unsubscribe(DiagnosticsChannels.HEARTBEAT_FAILED, onFailed);
     unhandled.stop();
     await Promise.allSettled([nc.close(), spyConn.close(), probeConn.close()]);
   }

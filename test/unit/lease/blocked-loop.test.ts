@@ -4,29 +4,24 @@
  * blocked is a lost lease when the work settles (leaseLost, the metric, the event), and the
  * stall itself is a metric and an event with its duration and the batches in flight.
  */
-import diagnostics from "node:diagnostics_channel";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { DiagnosticsChannels, InMemoryMetrics, MetricNames, verifyInProgressPolicy, type EventLoopStallEvent, type LeaseExpiredEvent, type WorkContext } from "../../../src/index.js";
 import { Scheduler } from "../../../src/lease/scheduler.js";
 import { superviseWork } from "../../../src/lease/with-in-progress.js";
+import { EventLog } from "../../helpers/diagnostics.js";
 import { ManualClock, fakeMsg } from "../../helpers/fakes.js";
 
 const policy = (ackWaitMs = 2000) => verifyInProgressPolicy({ enabled: true, intervalMs: 500, maxHeartbeats: 100 }, { ackWaitMs, source: "configured" });
 
-let stalls: EventLoopStallEvent[];
-let expired: LeaseExpiredEvent[];
-const onStall = (e: unknown): void => void stalls.push(e as EventLoopStallEvent);
-const onExpired = (e: unknown): void => void expired.push(e as LeaseExpiredEvent);
+let log: EventLog;
+const stalls = (): EventLoopStallEvent[] => log.of(DiagnosticsChannels.EVENT_LOOP_STALL);
+const expired = (): LeaseExpiredEvent[] => log.of(DiagnosticsChannels.LEASE_EXPIRED);
 
 beforeEach(() => {
-  stalls = [];
-  expired = [];
-  diagnostics.subscribe(DiagnosticsChannels.EVENT_LOOP_STALL, onStall);
-  diagnostics.subscribe(DiagnosticsChannels.LEASE_EXPIRED, onExpired);
+  log = new EventLog([DiagnosticsChannels.EVENT_LOOP_STALL, DiagnosticsChannels.LEASE_EXPIRED]);
 });
 afterEach(() => {
-  diagnostics.unsubscribe(DiagnosticsChannels.EVENT_LOOP_STALL, onStall);
-  diagnostics.unsubscribe(DiagnosticsChannels.LEASE_EXPIRED, onExpired);
+  log.dispose();
 });
 
 describe("a work that blocks the event loop", () => {
@@ -44,13 +39,13 @@ describe("a work that blocks the event loop", () => {
     expect(ctx!.signal.aborted).toBe(false);
     const c = metrics.snapshot().counters;
     expect(c[MetricNames.IN_PROGRESS_LEASE_EXPIRED_TOTAL]).toBe(1);
-    expect(expired).toHaveLength(1);
-    expect(expired[0]!.overdueMs).toBe(1500);
+    expect(expired()).toHaveLength(1);
+    expect(expired()[0]!.overdueMs).toBe(1500);
     expect(c[MetricNames.IN_PROGRESS_EVENT_LOOP_STALLS_TOTAL]).toBe(1);
     // Measured from when the batch's first beat was due (500 ms in): the loop was blocked since.
-    expect(stalls).toHaveLength(1);
-    expect(stalls[0]!).toMatchObject({ thresholdMs: 500, batchesInFlight: 1, threadedBatches: 0, durationMs: 3000 });
-    expect(metrics.snapshot().observations[MetricNames.IN_PROGRESS_EVENT_LOOP_STALL_SECONDS]?.map((s) => Math.round(s * 1000))).toEqual([stalls[0]!.durationMs]);
+    expect(stalls()).toHaveLength(1);
+    expect(stalls()[0]!).toMatchObject({ thresholdMs: 500, batchesInFlight: 1, threadedBatches: 0, durationMs: 3000 });
+    expect(metrics.snapshot().observations[MetricNames.IN_PROGRESS_EVENT_LOOP_STALL_SECONDS]?.map((s) => Math.round(s * 1000))).toEqual([stalls()[0]!.durationMs]);
     expect(clock.pendingTimers).toBe(0);
   });
 
@@ -63,7 +58,7 @@ describe("a work that blocks the event loop", () => {
     expect(ctx!.lease!.expired).toBe(false);
     expect(metrics.snapshot().counters[MetricNames.IN_PROGRESS_LEASE_EXPIRED_TOTAL] ?? 0).toBe(0);
     // 900 ms past the first beat's due time.
-    expect(stalls.map((s) => s.durationMs)).toEqual([900]);
+    expect(stalls().map((s) => s.durationMs)).toEqual([900]);
   });
 
   it("a short block, a block while nothing was due, or time that passes with the loop free, is no stall", async () => {
@@ -78,7 +73,7 @@ describe("a work that blocks the event loop", () => {
     const slow = superviseWork(fakeMsg(), () => new Promise<void>((r) => clock.setTimer(r, 10_000)), policy(), { metrics }, scheduler);
     clock.advance(10_000);
     await slow;
-    expect(stalls).toEqual([]);
+    expect(stalls()).toEqual([]);
     expect(metrics.snapshot().counters[MetricNames.IN_PROGRESS_EVENT_LOOP_STALLS_TOTAL] ?? 0).toBe(0);
     expect(metrics.snapshot().counters[MetricNames.IN_PROGRESS_LEASE_EXPIRED_TOTAL] ?? 0).toBe(0);
   });
@@ -95,8 +90,8 @@ describe("a work that blocks the event loop", () => {
     await superviseWork(fakeMsg(), () => clock.jump(3500), policy(10_000), { metrics: a }, scheduler);
     release();
     await Promise.all(waiting);
-    expect(stalls).toHaveLength(1);
-    expect(stalls[0]).toMatchObject({ batchesInFlight: 4, thresholdMs: 2500 });
+    expect(stalls()).toHaveLength(1);
+    expect(stalls()[0]).toMatchObject({ batchesInFlight: 4, thresholdMs: 2500 });
     expect(a.snapshot().counters[MetricNames.IN_PROGRESS_EVENT_LOOP_STALLS_TOTAL]).toBe(1);
     expect(b.snapshot().counters[MetricNames.IN_PROGRESS_EVENT_LOOP_STALLS_TOTAL]).toBe(1);
     expect(clock.pendingTimers).toBe(0);
