@@ -147,6 +147,9 @@ async function start(): Promise<void> {
   }
   nc = conn;
   setConnected(true);
+  // Batches handed over while it connected, whose round found no connection: their round goes
+  // out now, not an interval later (near the 80 % limit, that interval outlasts the lease).
+  sendFailedRoundsNow();
   Atomics.store(ints, CONTROL.READY, 1);
   post({ type: "ready" });
   void conn.closed().then((err) => {
@@ -168,16 +171,20 @@ async function watchStatus(conn: NatsConnection): Promise<void> {
       setConnected(false);
     } else if (s.type === "reconnect") {
       setConnected(true);
-      // Rounds that found the connection down go out now rather than an interval later.
-      const now = nowEpochMs();
-      for (const b of batches.values()) {
-        if (!b.failedLast) continue;
-        dueNow(b.slot, now);
-        scheduler.schedule(b, now, now);
-      }
+      sendFailedRoundsNow();
     } else if (s.type === "error") {
       Atomics.add(ints, CONTROL.ERRORS, 1);
     }
+  }
+}
+
+/** Rounds that found the connection down go out now rather than an interval later. */
+function sendFailedRoundsNow(): void {
+  const now = nowEpochMs();
+  for (const b of batches.values()) {
+    if (!b.failedLast) continue;
+    dueNow(b.slot, now);
+    scheduler.schedule(b, now, now);
   }
 }
 

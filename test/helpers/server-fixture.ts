@@ -1,6 +1,8 @@
 /** One nats-server per test file, with a worker connection, a spy connection and a second worker's connection. */
 import { afterAll, beforeAll } from "vitest";
 import type { NatsConnection } from "@nats-io/transport-node";
+import { HeartbeatThread } from "../../src/lease/heartbeat-thread.js";
+import { threadConnectionFrom } from "../../src/lease/heartbeat-thread-options.js";
 import { startServer, type NatsServer, type ServerOptions } from "./nats-server.js";
 
 export interface ServerFixture {
@@ -55,4 +57,20 @@ export function useServer(options: ServerOptions = {}): ServerFixture {
       await need(spyConn).flush();
     },
   };
+}
+
+/**
+ * The heartbeat thread of `thread: true` on the fixture's worker connection, connected before the
+ * file's first test and released after its last: for tests of what the thread does, not of its
+ * start on a busy machine (a round due before its connection is up is a failed beat).
+ */
+export function useWarmThread(fx: ServerFixture): void {
+  let warm: HeartbeatThread | undefined;
+  beforeAll(async () => {
+    warm = HeartbeatThread.acquire(threadConnectionFrom(fx.nc));
+    await warm.ready();
+  });
+  afterAll(() => {
+    warm?.release();
+  });
 }

@@ -9,15 +9,18 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { jetstream } from "@nats-io/jetstream";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { CommitThenAck, DiagnosticsChannels, HeartbeatLimitError, LeaseExpiredError, verifyInProgressPolicy, withInProgress } from "../../src/index.js";
+import { CommitThenAck, DiagnosticsChannels, HeartbeatLimitError, InMemoryMetrics, LeaseExpiredError, MetricNames, verifyInProgressPolicy, withInProgress } from "../../src/index.js";
 import { ThreadWatch } from "../../src/lease/thread-watch.js";
 import { AckSpy } from "../helpers/ack-spy.js";
 import { createFixture, eventually, fetchBatch, publish } from "../helpers/jetstream.js";
 import { EventLog } from "../helpers/diagnostics.js";
 import { startRival, type Rival } from "../helpers/rival.js";
-import { useServer } from "../helpers/server-fixture.js";
+import { useServer, useWarmThread } from "../helpers/server-fixture.js";
+import { TcpProxy } from "../reliability/tcp-proxy.js";
 
 const fx = useServer();
+// The watch and the leases are under test here, not the thread's start (a late start has its own test below).
+useWarmThread(fx);
 
 afterEach(() => {
   vi.restoreAllMocks();
@@ -131,5 +134,46 @@ describe("the thread watch at the edges", () => {
     await fx.nc.flush();
     expect(spy.of("+WPI", seq), spy.summary()).toHaveLength(3);
     expect(spy.frames.filter((x) => x.streamSequence === seq && x.kind !== "+WPI"), spy.summary()).toEqual([]);
+  });
+
+  it("a thread whose connection comes up after the first round fell due: the round goes out once it is up, not an interval later; the lease is kept and a second worker receives nothing", async () => {
+    const f = await createFixture(fx.nc, { ackWaitMs: 3000 });
+    const [seq] = await publish(f, 1);
+    await using spy = await AckSpy.start(fx.nc, f.stream);
+    // The thread's connection waits at the proxy until released: a thread still connecting.
+    await using proxy = await TcpProxy.start(fx.srv.port);
+    proxy.hold();
+    const msgs = await fetchBatch(f, 1);
+    const deliveredAt = performance.now();
+    // 2 s of a 3 s AckWait: the round an interval after the one that found no connection (4 s) is past the deadline.
+    const policy = verifyInProgressPolicy({ enabled: true, intervalMs: 2000, maxHeartbeats: 100 }, { ackWaitMs: 3000, source: "configured" });
+    const metrics = new InMemoryMetrics();
+    const rival = await startRival(jetstream(fx.rivalConn), f.stream, f.consumer);
+    let releasedAt = 0;
+    try {
+      const aborted = await withInProgress(msgs, async (ctx) => {
+        // The first round falls due at 2 s, with the connection still held.
+        await sleep(Math.max(0, deliveredAt + 2300 - performance.now()));
+        releasedAt = performance.now();
+        proxy.release();
+        // Past the deadline an unrefreshed lease had (3 s) and the round an interval on (4 s).
+        await sleep(Math.max(0, deliveredAt + 5000 - performance.now()));
+        return ctx.signal.aborted;
+      }, policy, { thread: { servers: proxy.url }, connection: fx.nc, metrics });
+      msgs[0]!.ack();
+      await fx.nc.flush();
+      await rival.stop();
+      expect(rival.received).toEqual([]);
+      expect(aborted).toBe(false);
+      const beats = spy.of("+WPI", seq);
+      expect(beats.length, spy.summary()).toBeGreaterThanOrEqual(1);
+      // Sent once the connection was up, within the lease (3 s after delivery).
+      expect(beats[0]!.at).toBeGreaterThan(releasedAt);
+      expect(beats[0]!.at - deliveredAt, spy.summary()).toBeLessThan(3000);
+      // The round that found no connection is a failed beat.
+      expect(metrics.snapshot().counters[MetricNames.IN_PROGRESS_FAILURES_TOTAL] ?? 0).toBeGreaterThanOrEqual(1);
+    } finally {
+      await rival.stop();
+    }
   });
 });

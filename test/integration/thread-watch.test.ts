@@ -18,10 +18,12 @@ import { createFixture, eventually, fetchBatch, publish } from "../helpers/jetst
 import { EventLog } from "../helpers/diagnostics.js";
 import { freePort } from "../helpers/nats-server.js";
 import { startRival } from "../helpers/rival.js";
-import { useServer } from "../helpers/server-fixture.js";
+import { useServer, useWarmThread } from "../helpers/server-fixture.js";
 import { TcpProxy } from "../reliability/tcp-proxy.js";
 
 const fx = useServer();
+// The watch and the leases are under test here, not the thread's start (thread-watch-edges tests a late one).
+useWarmThread(fx);
 
 afterEach(() => {
   vi.restoreAllMocks();
@@ -139,9 +141,9 @@ describe("the thread watch", () => {
     const slow = await connect({ servers: proxy.url });
     // The thread connected first (through the slow link, on a busy machine, that can outlast the
     // first round's due time, which counts as a failed round).
-    const warm = thread ? HeartbeatThread.acquire({ servers: proxy.url }) : undefined;
+    const slowThread = thread ? HeartbeatThread.acquire({ servers: proxy.url }) : undefined;
     try {
-      await warm?.ready();
+      await slowThread?.ready();
       const confirm = { connection: slow, timeoutMs: 1500 };
       const work = async (ctx: WorkContext): Promise<void> => {
         await eventually(() => ctx.heartbeats >= 4, "four rounds counted", 20_000, 10);
@@ -166,7 +168,7 @@ describe("the thread watch", () => {
         [MetricNames.IN_PROGRESS_SUCCESSES_TOTAL]: 4,
       });
     } finally {
-      warm?.release();
+      slowThread?.release();
       await slow.close();
     }
   });

@@ -7,7 +7,9 @@
  *   silent partition: the client notices nothing until its own ping timeout);
  * - `latencyMs` (at start) holds what the client sends for that long, in order (a slow link);
  * - `retarget(port)` drops every connection and forwards new ones to another server (a
- *   client's reconnects then meet that server: another one's refusal, say).
+ *   client's reconnects then meet that server: another one's refusal, say);
+ * - `hold()` accepts new connections but connects them upstream only at `release()` (a
+ *   connection that takes that long to come up; the open ones are not touched).
  */
 import { createServer, connect, type Server, type Socket } from "node:net";
 
@@ -21,6 +23,8 @@ export class TcpProxy implements AsyncDisposable {
   readonly #latencyMs: number;
   /** Connections accepted and forwarded so far (a reconnect adds one). */
   accepted = 0;
+  /** New connections waiting for `release()`, when held. */
+  #held: Socket[] | undefined;
 
   private constructor(server: Server, targetPort: number, latencyMs: number) {
     this.#server = server;
@@ -62,6 +66,16 @@ export class TcpProxy implements AsyncDisposable {
       client.destroy();
       return;
     }
+    if (this.#held !== undefined) {
+      // Nothing is read until released: what the client sends meanwhile waits in its socket.
+      client.pause();
+      this.#held.push(client);
+      return;
+    }
+    this.#forward(client);
+  }
+
+  #forward(client: Socket): void {
     const upstream = connect(this.#targetPort, "127.0.0.1");
     const pair = { client, upstream };
     this.#pairs.add(pair);
@@ -90,6 +104,8 @@ export class TcpProxy implements AsyncDisposable {
     upstream.on("data", (chunk: Buffer) => {
       if (this.#mode === "open") client.write(chunk);
     });
+    // A held connection was paused: it flows now that its listeners are on.
+    client.resume();
   }
 
   /** Drops every connection and refuses new ones. */
@@ -114,12 +130,26 @@ export class TcpProxy implements AsyncDisposable {
     this.#mode = "blackhole";
   }
 
+  /** New connections wait, unconnected upstream, until `release()`. */
+  hold(): void {
+    this.#held ??= [];
+  }
+
+  /** Connects the held connections upstream, and new ones at once again. */
+  release(): void {
+    const held = this.#held ?? [];
+    this.#held = undefined;
+    for (const client of held) if (!client.destroyed) this.#forward(client);
+  }
+
   /** Forwards again and accepts new connections. */
   restore(): void {
     this.#mode = "open";
   }
 
   async close(): Promise<void> {
+    for (const client of this.#held ?? []) client.destroy();
+    this.#held = undefined;
     this.cut();
     await new Promise<void>((resolve) => this.#server.close(() => resolve()));
   }
