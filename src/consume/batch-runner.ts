@@ -7,7 +7,7 @@
  */
 import type { AckingDeliveries, StoredIds } from "../settle/acking-deliveries.js";
 import type { JsMsg } from "@nats-io/jetstream";
-import { errorName, InProgressPolicyError, LeaseExpiredError, PermanentSinkError } from "../errors.js";
+import { errorName, HeartbeatThreadError, InProgressPolicyError, LeaseExpiredError, PermanentSinkError } from "../errors.js";
 import { sharedScheduler } from "../lease/scheduler.js";
 import type { WorkContext, WithInProgressOptions } from "../lease/work-context.js";
 import { abortReasonOf } from "../lease/work-run.js";
@@ -117,8 +117,12 @@ export class BatchRunner {
   /**
    * A loop holds the heartbeat thread for its whole life, so the thread is connected before the
    * first batch (its first rounds would otherwise fail while it connects) and stays open between
-   * batches. A thread that does not come up within {@link THREAD_READY_MS} is reported; its
-   * batches then count the failed rounds, or beat from the main thread once it failed for good.
+   * batches. A thread that failed to start (a refused login) is reported, and its batches beat
+   * from the main thread while it is not started again. One that is not up within
+   * {@link THREAD_READY_MS} may never be (the server refuses it more connections, a wrong
+   * address): it is reported, let go, and this instance beats from the main thread from then on
+   * — the host's connection is up, and a batch handed to a thread that never connects gets no
+   * beat at all.
    *
    * @returns the release, for when the loop ends.
    */
@@ -135,7 +139,17 @@ export class BatchRunner {
     try {
       await handle.ready(THREAD_READY_MS);
     } catch (err) {
-      report(err as Error);
+      if (!(err instanceof HeartbeatThreadError && err.reason === "not_ready")) {
+        report(err as Error);
+        return () => handle.release();
+      }
+      handle.release();
+      if (this.#heartbeat !== undefined) {
+        const { thread: _, ...mainThread } = this.#heartbeat;
+        this.#heartbeat = mainThread;
+      }
+      report(new HeartbeatThreadError("not_ready", `${err.message} (check its servers, TLS and credentials, and the server's or the account's connection limit): this instance's batches beat from the main thread from now on`, { cause: err }));
+      return NO_RELEASE;
     }
     return () => handle.release();
   }

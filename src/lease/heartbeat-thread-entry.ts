@@ -174,8 +174,32 @@ async function watchStatus(conn: NatsConnection): Promise<void> {
       sendFailedRoundsNow();
     } else if (s.type === "error") {
       Atomics.add(ints, CONTROL.ERRORS, 1);
+      if (refusesBeats((s as { error?: unknown }).error)) failForGood(conn);
     }
   }
+}
+
+/**
+ * The server refused to take an ack frame from this connection (its user may not publish to
+ * `$JS.ACK.>`): the refused `+WPI` never reached the consumer, though the client sent it.
+ */
+function refusesBeats(err: unknown): boolean {
+  const e = err as { name?: unknown; operation?: unknown; subject?: unknown } | null | undefined;
+  return e?.name === "PermissionViolationError" && e.operation === "publish" && typeof e.subject === "string" && e.subject.startsWith("$JS.ACK.");
+}
+
+/**
+ * Every beat this connection sends is dropped: the thread fails for good, as for a refused
+ * login, so the batches on it beat from the main thread, whose connection acks them.
+ */
+function failForGood(conn: NatsConnection): void {
+  if (closing) return;
+  setConnected(false);
+  Atomics.store(ints, CONTROL.CLOSED, 1);
+  // The client's error names the refused subject; the message for the host names none.
+  post({ type: "failed", message: "the server refuses its +WPI frames (a permissions violation on publish to $JS.ACK): allow its user to publish to $JS.ACK.>" });
+  end();
+  void conn.close().catch(() => undefined);
 }
 
 /** Rounds that found the connection down go out now rather than an interval later. */

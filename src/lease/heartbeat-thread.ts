@@ -10,6 +10,7 @@ import { ThreadLease, type ThreadLink } from "./heartbeat-thread-lease.js";
 import { checkHeartbeatThreadOption, threadConnectionKey, type CheckedThreadConnection, type HeartbeatThreadConnection } from "./heartbeat-thread-options.js";
 import { CONTROL, createControl, createSlot, nowEpochMs, PROTOCOL_VERSION, wakeWorker, type ControlBlock, type FromWorker } from "./heartbeat-thread-protocol.js";
 import { startHeartbeatWorker } from "./heartbeat-thread-worker.js";
+import { lookNow } from "./thread-watch.js";
 
 /** How long an unused thread stays open (back-to-back batches reuse it). */
 export const DEFAULT_IDLE_CLOSE_MS = 2000;
@@ -130,6 +131,7 @@ class ThreadCore implements ThreadLink {
       registry.failures?.set(this.key, { at: performance.now(), message: this.#failure });
       this.#forget();
       this.#failAll(new HeartbeatThreadError("closed", this.#failure));
+      lookNow(this.control);
     } else if (m.type === "flushed") {
       for (const id of m.ids) {
         const p = this.#flushes.get(id);
@@ -342,7 +344,12 @@ export class HeartbeatThread {
     return Atomics.load(this.#core.control.ints, CONTROL.DISCONNECTS);
   }
 
-  /** Errors the thread's connection reported (including a failed connect). */
+  /**
+   * Errors the thread's connection reported: a connect that failed for good (a refused login),
+   * and errors once connected (a refused `+WPI`). Attempts while a first connection is still
+   * being retried (no server answering, a server refusing more connections) are not counted:
+   * `state` stays `starting`.
+   */
   get errors(): number {
     return Atomics.load(this.#core.control.ints, CONTROL.ERRORS);
   }

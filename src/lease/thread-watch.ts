@@ -46,6 +46,17 @@ export interface WatchMember {
 }
 
 const watches = new WeakMap<Scheduler, WeakMap<ControlBlock, ThreadWatch>>();
+/** The watches with members, by the thread they watch (for {@link lookNow}). */
+const watching = new WeakMap<ControlBlock, Set<ThreadWatch>>();
+
+/**
+ * The thread failed for good: every watch of it looks at once, so its batches go back to beats
+ * from the main thread now, not at the next look (an interval on, which can be past a lease
+ * whose last round the server refused).
+ */
+export function lookNow(control: ControlBlock): void {
+  for (const w of watching.get(control) ?? []) w.lookNow();
+}
 
 export class ThreadWatch implements ScheduledTask {
   schedulerEntry: SchedulerEntry | undefined = undefined;
@@ -101,6 +112,11 @@ export class ThreadWatch implements ScheduledTask {
   join(m: WatchMember, now: number, deadline: number): void {
     if (this.#members.has(m)) return;
     this.#members.add(m);
+    if (this.#members.size === 1) {
+      let set = watching.get(this.#control);
+      if (set === undefined) watching.set(this.#control, (set = new Set()));
+      set.add(this);
+    }
     if (m.tally !== undefined) this.#tallied.add(m);
     this.#pendingRegistration = Math.max(this.#pendingRegistration, m.registration);
     this.#pendingFirstDue = Math.max(this.#pendingFirstDue, m.firstDueAt);
@@ -136,6 +152,12 @@ export class ThreadWatch implements ScheduledTask {
     return Math.min(now + (head - this.#epochNow()) + this.#slackMs, this.#pendingDeadline);
   }
 
+  /** Looks within a millisecond (see {@link lookNow}). */
+  lookNow(): void {
+    const now = this.#scheduler.clock.now();
+    this.#arm(now, now);
+  }
+
   /** Looks next at `at`, or earlier if it is already due to. */
   #arm(at: number, now: number): void {
     if (this.#scheduler.has(this) && this.#due <= at) return;
@@ -156,6 +178,7 @@ export class ThreadWatch implements ScheduledTask {
       else this.#closers.delete(m.closer);
     }
     if (this.#members.size === 0) {
+      watching.get(this.#control)?.delete(this);
       this.#scheduler.cancel(this);
       this.#due = Number.POSITIVE_INFINITY;
       this.#pendingDeadline = Number.POSITIVE_INFINITY;
