@@ -207,6 +207,10 @@ export function validateOptions(options: unknown): CommitThenAckOptions {
     throw new TypeError(`options.maxDeliver must be the consumer's max_deliver (an integer, -1 for unlimited), got ${String(o.maxDeliver)}`);
   }
   if (o.signal !== undefined && !(o.signal instanceof AbortSignal)) throw new TypeError("options.signal must be an AbortSignal");
+  if ((o.confirmAck as unknown) === null) {
+    // readOptionKeys takes null for "no options": here that would keep a null that settling reads.
+    throw new TypeError("options.confirmAck must be { timeoutMs?, retries? } or false, got null: leave it out for the default, or pass false for plain ACKs");
+  }
   if (o.confirmAck !== undefined && o.confirmAck !== false) {
     const c = readOptionKeys("options.confirmAck", o.confirmAck, ["timeoutMs", "retries"]) as { timeoutMs?: unknown; retries?: unknown };
     if (c.timeoutMs !== undefined && !isIntegerIn(c.timeoutMs, 1, 60_000)) {

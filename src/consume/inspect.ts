@@ -94,7 +94,8 @@ export async function inspectConsumer(
  * checked again on its own fields, so it can be passed wherever a policy is.
  */
 function policyFields(policy: InspectOptions["inProgress"]): unknown {
-  if (!isVerifiedPolicy(policy)) return policy ?? {};
+  // Only a missing policy is the disabled default: null is refused, as by the constructor.
+  if (!isVerifiedPolicy(policy)) return policy === undefined ? {} : policy;
   const { enabled, intervalMs, maxHeartbeats, shutdownTimeoutMs } = policy;
   return { enabled, intervalMs, maxHeartbeats, shutdownTimeoutMs };
 }

@@ -3,7 +3,7 @@
  */
 import { ConsumerPolicyError } from "../errors.js";
 import { readOptionKeys } from "../policy/option-keys.js";
-import { isIntegerIn } from "../policy/untrusted.js";
+import { describe, isIntegerIn } from "../policy/untrusted.js";
 import type { JsMsgLike } from "../nats/client-types.js";
 import type { BatchResult } from "../settle/batch-result.js";
 import type { ConsumerBinding } from "./consumer-binding.js";
@@ -182,10 +182,10 @@ export function validateRunEachOptions(options: unknown): LoopSettings {
 }
 
 function common(fn: string, o: RunOptions | RunEachOptions): Pick<LoopSettings, "expiresMs" | "signal" | "onError" | "pull"> {
-  if (o.signal !== undefined && !(o.signal instanceof AbortSignal)) throw new TypeError(`${fn} options.signal must be an AbortSignal`);
+  if (o.signal !== undefined && !(o.signal instanceof AbortSignal)) throw new TypeError(`${fn} options.signal must be an AbortSignal, got ${describe(o.signal)}: pass controller.signal of an AbortController`);
   const expiresMs = o.expiresMs ?? 1000;
   if (!isIntegerIn(expiresMs, 1000, 3_600_000)) {
-    throw new TypeError(`expiresMs must be an integer in 1000 ..= 3600000 (the client's minimum fetch expiry is 1000 ms), got ${String(expiresMs)}`);
+    throw new TypeError(`expiresMs must be an integer in 1000 ..= 3600000 (the client's minimum fetch expiry is 1000 ms), got ${describe(expiresMs)}: use a number of milliseconds in that range`);
   }
   return { expiresMs, signal: o.signal, onError: callback(fn, "onError", o.onError), pull: validatePull(fn, o.pull) };
 }
@@ -268,6 +268,6 @@ function callback<F>(fn: string, name: string, value: F | undefined): F | undefi
 
 function integer(field: string, value: unknown, fallback: number, min: number, max: number): number {
   const v = value ?? fallback;
-  if (!isIntegerIn(v, min, max)) throw new TypeError(`${field} must be an integer in ${min} ..= ${max}, got ${String(v)}`);
+  if (!isIntegerIn(v, min, max)) throw new TypeError(`${field} must be an integer in ${min} ..= ${max}, got ${describe(v)}: ${typeof v === "number" ? `use one in that range, or leave it out for ${fallback}` : `use a number, or leave it out for ${fallback}`}`);
   return v;
 }

@@ -240,7 +240,11 @@ describe("consumer loops on a real nats-server", () => {
     const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, {});
     const consumer = await f.js.consumers.get(f.stream, f.consumer);
     await expect(ack.run(consumer, () => undefined, { pull: { grup: "x" } } as never)).rejects.toThrow(/did you mean "group"/);
-    await expect(ack.run(consumer, () => undefined, { concurrency: 0 })).rejects.toThrow(/concurrency must be an integer in 1 \.\.= 256/);
+    await expect(ack.run(consumer, () => undefined, { concurrency: 0 })).rejects.toThrow(/concurrency must be an integer in 1 \.\.= 256, got 0: use one in that range, or leave it out for 1$/);
+    // An untyped caller's string: the message says it is one, and what to pass instead.
+    await expect(ack.run(consumer, () => undefined, { batchSize: "10" } as never)).rejects.toThrow(/batchSize must be an integer in 1 \.\.= 10000, got the string "10": use a number, or leave it out for \d+$/);
+    await expect(ack.run(consumer, () => undefined, { expiresMs: "2000" } as never)).rejects.toThrow(/expiresMs must be an integer in 1000 \.\.= 3600000 .*, got the string "2000": use a number of milliseconds in that range$/);
+    await expect(ack.run(consumer, () => undefined, { signal: { aborted: false } } as never)).rejects.toThrow(/options\.signal must be an AbortSignal, got an object: pass controller\.signal of an AbortController$/);
     // This consumer has no priority groups: a pull naming one would fail on every fetch.
     const err = await ack.run(consumer, () => undefined, { pull: { group: "g" } }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ConsumerPolicyError);

@@ -7,6 +7,7 @@ import {
   LeaseExpiredError,
   MetricNames,
   DeadLetterError,
+  ConsumerPolicyError,
   PermanentSinkError,
   TemporarySinkError,
   verifyInProgressPolicy,
@@ -302,6 +303,24 @@ describe("CommitThenAck.process classification (fakes)", () => {
     expect(committing[0]!.calls.ack).toBe(1);
     // The late failure on its last delivery: its copy is made only now that the write is known to have failed.
     expect(failing[0]!.calls.ack).toBe(1);
+  });
+
+  it("confirmAck: null (an untyped caller) is refused with the field and the fix, everywhere options are taken, before any request", async () => {
+    const nullAck = /^options\.confirmAck must be \{ timeoutMs\?, retries\? \} or false, got null: leave it out for the default, or pass false for plain ACKs$/;
+    expect(() => new CommitThenAck({ confirmAck: null } as never)).toThrow(nullAck);
+    expect(() => new CommitThenAck({ confirmAck: null, connection: { isClosed: () => false, request: async () => undefined } } as never)).toThrow(nullAck);
+    const info = vi.fn(async () => ({ config: { ack_wait: 30_000_000_000, ack_policy: "explicit" } }));
+    await expect(CommitThenAck.forConsumer({ consumers: { info } } as never, "S", "C", { confirmAck: null } as never)).rejects.toThrow(nullAck);
+    expect(info).not.toHaveBeenCalled();
+  });
+
+  it("forConsumer refuses inProgress: null as the constructor does (only a missing policy is the disabled default)", async () => {
+    const info = vi.fn(async () => ({ name: "C", config: { durable_name: "C", ack_wait: 30_000_000_000, ack_policy: "explicit", max_deliver: -1 } }));
+    const err = await CommitThenAck.forConsumer({ consumers: { info } } as never, "S", "C", { inProgress: null } as never).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ConsumerPolicyError);
+    expect((err as ConsumerPolicyError).reason).toBe("policy_violation");
+    expect((err as ConsumerPolicyError).violations?.map((v) => v.code)).toEqual(["invalid_policy"]);
+    await expect(CommitThenAck.forConsumer({ consumers: { info } } as never, "S", "C", {})).resolves.toBeInstanceOf(CommitThenAck);
   });
 
   it("confirmAck with a connection that cannot send requests is refused at construction", () => {
