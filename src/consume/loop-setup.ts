@@ -20,6 +20,7 @@ import type { ConsumerBinding } from "./consumer-binding.js";
 import { Intake } from "./intake.js";
 import { expiryBound, pullExpiryMs, shortestWindowMs } from "./intake-plan.js";
 import { consumeSource, fetchSource, type Arrival, type PullSource, type SourceNotice } from "./pull-source.js";
+import { linkProblem, measureRttMs } from "./link-check.js";
 import { isRefusedByClient, refusedPull, type LoopBase } from "./run-loop.js";
 import { callGuarded, type LoopSettings } from "./run-options.js";
 
@@ -109,6 +110,12 @@ export async function setUpLoop(consumer: LoopConsumer, settings: LoopSettings, 
   // runEach reads every consumer through one gated subscription (a request per refill, no
   // prefetch); run fetches, except a pinned consumer, whose pin lives in one subscription.
   const subscribed = facts.pinned || mode === "each";
+  const rtt = await measureRttMs(flushing);
+  const slow =
+    rtt === undefined
+      ? undefined
+      : linkProblem(rtt, { pullExpiryMs: subscribed ? undefined : expiry.ms, intervalMs: inputs.intervalMs, windowMs: shortestWindowMs(facts.ackWaitMs, facts.backOffMs) });
+  if (slow !== undefined) throw named("link_too_slow", slow);
   const acking = new AckingDeliveries();
   const openSource = async (deliver: Parameters<LoopBase["openSource"]>[0], room: () => number): Promise<PullSource> => {
     const arrive = skipCommitted(deliver, acking, inputs.metrics);

@@ -100,6 +100,10 @@ export class InProgressPolicyError extends Error {
  *   loop's `pull.group` names none of them (or names one the consumer does not have).
  * - `max_ack_pending_below_capacity`: reported by the loops at start: the consumer's
  *   `max_ack_pending` is below what the loop could hold at once.
+ * - `link_too_slow`: thrown by the loops before their first pull: the round trip to the server
+ *   (measured then) is a third or more of `run`'s pull expiry (the client would end pulls the
+ *   server still delivers into), or the heartbeat interval plus twice the round trip reaches
+ *   the consumer's redelivery window (beats would arrive after the lease ended).
  * - Reported by the loops to `onError`, not thrown: `pull_expiry_clamped` (`expiresMs` is above
  *   the lease bound, so pulls expire at the bound; a pull is never cut short),
  *   `consumer_paused` (nothing is delivered until it resumes; the loop waits) and
@@ -125,6 +129,7 @@ export type ConsumerPolicyReason =
   | "dead_letter_uncaptured"
   | "priority_group_required"
   | "max_ack_pending_below_capacity"
+  | "link_too_slow"
   | "pull_expiry_clamped"
   | "consumer_paused"
   | "consumer_unavailable"
