@@ -42,6 +42,12 @@ export async function inspectConsumer(
   const fail = (reason: ConstructorParameters<typeof ConsumerPolicyError>[0], message: string, extra: { cause?: unknown; violations?: ConstructorParameters<typeof ConsumerPolicyError>[1]["violations"] } = {}) =>
     new ConsumerPolicyError(reason, { stream, consumer, message, ...(extra.violations ? { violations: extra.violations } : {}) }, extra.cause === undefined ? undefined : { cause: extra.cause });
 
+  // The policy's own shape first, before any request: a misspelt field or a policy that is not
+  // an object fails at once, not behind a consumer that is missing or unreadable.
+  const shape = checkInProgressPolicy(policyFields(options.inProgress), undefined);
+  const misshapen = shape.ok ? [] : shape.violations.filter((v) => v.code === "invalid_policy" || v.code === "unknown_field");
+  if (misshapen.length > 0) throw fail("policy_violation", misshapen.map((v) => v.message).join("; "), { violations: misshapen });
+
   let info: ConsumerInfo;
   try {
     // Read as untrusted data below, whichever client answered.

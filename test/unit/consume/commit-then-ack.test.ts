@@ -323,6 +323,17 @@ describe("CommitThenAck.process classification (fakes)", () => {
     await expect(CommitThenAck.forConsumer({ consumers: { info } } as never, "S", "C", {})).resolves.toBeInstanceOf(CommitThenAck);
   });
 
+  it("forConsumer refuses a misspelt policy field before any request: a missing consumer does not hide it", async () => {
+    const info = vi.fn(async () => {
+      throw Object.assign(new Error("consumer not found"), { code: 10014 });
+    });
+    const err = await CommitThenAck.forConsumer({ consumers: { info } } as never, "S", "C", { inProgress: { enabled: true, interval_ms: 1000 } } as never).catch((e: unknown) => e);
+    expect((err as ConsumerPolicyError).reason).toBe("policy_violation");
+    expect((err as ConsumerPolicyError).violations?.map((v) => v.code)).toEqual(["unknown_field"]);
+    expect((err as Error).message).toMatch(/unknown field "interval_ms"/);
+    expect(info).not.toHaveBeenCalled();
+  });
+
   it("confirmAck with a connection that cannot send requests is refused at construction", () => {
     expect(() => new CommitThenAck({ confirmAck: {}, connection: { isClosed: () => false } as never })).toThrow(/options\.connection must be a NatsConnection with request\(\) when confirmAck is set/);
     expect(() => new CommitThenAck({ confirmAck: {}, connection: { isClosed: () => false, request: async () => undefined } as never })).not.toThrow();
