@@ -514,6 +514,8 @@ describe("lossless settling on a real nats-server", () => {
     // Without the bound: 6 attempts of 5 s each.
     expect(performance.now() - started).toBeLessThan(2500);
     expect(r.messages[0]).toMatchObject({ action: "acked", confirmed: false });
+    // The server answers a deleted consumer's ACK with "no responders" (2.9.10, 2.10.27, 2.15.1).
+    expect(r.messages[0]!.settleError).toMatchObject({ name: "AckNotConfirmedError", lastFailure: "no_responders" });
   });
 
   it("18. the connection closes during a write that fails on the last allowed delivery: reported exhausted (not left), as the server then drops it", async () => {
