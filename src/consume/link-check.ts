@@ -64,7 +64,8 @@ export function linkProblem(rttMs: number, limits: LinkLimits): string | undefin
     return (
       `the round trip to the server took ${rtt} ms: a beat arrives half of it after it leaves and a message half of it after its lease began, so the ` +
       `heartbeat interval (${interval} ms) plus twice the round trip must stay below the consumer's redelivery window (${window} ms). ` +
-      `Lower intervalMs below ${window - 2 * rtt}, raise AckWait, or run the worker nearer the server`
+      (window - 2 * rtt > 1 ? `Lower intervalMs below ${window - 2 * rtt}, raise AckWait,` : `No interval fits: raise AckWait above ${interval + 2 * rtt},`) +
+      " or run the worker nearer the server"
     );
   }
   return undefined;

@@ -16,6 +16,8 @@ describe("linkProblem: what a round trip must fit", () => {
     const each = { pullExpiryMs: undefined, intervalMs: 1500, windowMs: 2000 };
     expect(linkProblem(249, each)).toBeUndefined();
     expect(linkProblem(250, each)).toMatch(/heartbeat interval \(1500 ms\) plus twice the round trip must stay below the consumer's redelivery window \(2000 ms\)\. Lower intervalMs below 1500,/);
+    // A round trip of half the window or more: no interval fits, and the message says so.
+    expect(linkProblem(1000, each)).toMatch(/No interval fits: raise AckWait above 3500, or run the worker nearer the server$/);
     // Heartbeats off, or the window unknown: no lease rule.
     expect(linkProblem(5000, { pullExpiryMs: undefined, intervalMs: undefined, windowMs: 2000 })).toBeUndefined();
     expect(linkProblem(5000, { pullExpiryMs: undefined, intervalMs: 1500, windowMs: undefined })).toBeUndefined();
