@@ -52,7 +52,10 @@ export interface RunnerConfig {
 
 /** What a loop adds to settling one of its batches. */
 export interface LoopSettle {
-  /** Every frame went out (confirmations may still be awaited): the loop's write slot is free. */
+  /**
+   * The loop's write slot is free: the write committed the whole batch (its ACKs go out next),
+   * or every frame went out (confirmations may still be awaited). Called at most twice.
+   */
   readonly onSent?: (() => void) | undefined;
   /** The loop's confirmed ACKs, when the host set no `confirmAck`. */
   readonly confirm?: LoopConfirmation | undefined;
@@ -201,6 +204,13 @@ export class BatchRunner {
         (running) => (late = running),
       );
       writeOk = true;
+      // The whole batch committed: the loop's next pull goes out first, in a socket write of its
+      // own (the client writes at the end of this run of microtasks, and the ACKs are built one
+      // microtask later), so the server delivers the next batch while this one's ACKs are built.
+      if (loop?.onSent !== undefined && signal?.aborted !== true && committedWhole(result)) {
+        loop.onSent();
+        await undefined;
+      }
     } catch (err) {
       if (late !== undefined) return this.#abandon(list, late, ctx, batchId, trace, started);
       // Rejected before the write started: a malformed argument is the caller's bug, not a sink
@@ -419,4 +429,15 @@ function sleepUnless(ms: number, signal: AbortSignal): Promise<void> {
     const timer = setTimeout(done, ms);
     signal.addEventListener("abort", done, { once: true });
   });
+}
+
+/** A write's result that cannot be a report of failures (see `readReport`): the whole batch committed. */
+function committedWhole(result: unknown): boolean {
+  if (typeof result !== "object" || result === null) return true;
+  try {
+    return Array.isArray(result) || !("failed" in result);
+  } catch {
+    // A proxy that throws: the settling reads it, and fails the batch closed.
+    return false;
+  }
 }

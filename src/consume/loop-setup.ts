@@ -107,19 +107,24 @@ export async function setUpLoop(consumer: LoopConsumer, settings: LoopSettings, 
 
   const loopSettings: LoopSettings = { ...settings, capacity, expiresMs: expiry.ms };
   const flushing = inputs.connection?.flush !== undefined ? (inputs.connection as Flushable) : connectionOfConsumer(consumer);
-  // runEach reads every consumer through one gated subscription (a request per refill, no
-  // prefetch); run fetches, except a pinned consumer, whose pin lives in one subscription.
-  const subscribed = facts.pinned || mode === "each";
+  // Both loops read the consumer through one gated subscription when the client has one: a
+  // request per refill and no prefetch, no subscription per pull, and a pull the client never
+  // ends while the server still delivers into it (a fetch's heartbeat watch does, on a slow link).
+  const subscribed = typeof consumer.consume === "function";
   const rtt = await measureRttMs(flushing);
-  const slow =
-    rtt === undefined
-      ? undefined
-      : linkProblem(rtt, { pullExpiryMs: subscribed ? undefined : expiry.ms, intervalMs: inputs.intervalMs, windowMs: shortestWindowMs(facts.ackWaitMs, facts.backOffMs) });
+  const window = shortestWindowMs(facts.ackWaitMs, facts.backOffMs);
+  const slow = rtt === undefined ? undefined : linkProblem(rtt, { pullExpiryMs: subscribed ? undefined : expiry.ms, intervalMs: inputs.intervalMs, windowMs: window });
   if (slow !== undefined) throw named("link_too_slow", slow);
   const acking = new AckingDeliveries();
+  // A client whose consume() cannot be gated fetches: its pulls must fit the link too.
+  const fallbackFetch = (arrive: Arrival): PullSource => {
+    const cut = rtt === undefined ? undefined : linkProblem(rtt, { pullExpiryMs: expiry.ms, intervalMs: undefined, windowMs: window });
+    if (cut !== undefined) throw named("link_too_slow", cut);
+    return fetchSource(consumer, expiry.ms, settings.pull, arrive);
+  };
   const openSource = async (deliver: Parameters<LoopBase["openSource"]>[0], room: () => number): Promise<PullSource> => {
     const arrive = skipCommitted(deliver, acking, inputs.metrics);
-    if (!subscribed || typeof consumer.consume !== "function") return fetchSource(consumer, expiry.ms, settings.pull, arrive);
+    if (!subscribed) return fetchSource(consumer, expiry.ms, settings.pull, arrive);
     let source: PullSource | undefined;
     try {
       source = await consumeSource(consumer as Pick<Consumer, "consume">, expiry.ms, capacity, settings.pull, room, arrive);
@@ -128,7 +133,7 @@ export async function setUpLoop(consumer: LoopConsumer, settings: LoopSettings, 
       throw isRefusedByClient(err) ? refusedPull(err) : err;
     }
     if (source === undefined) {
-      if (!facts.pinned) return fetchSource(consumer, expiry.ms, settings.pull, arrive);
+      if (!facts.pinned) return fallbackFetch(arrive);
       throw new TypeError("this NATS client's consume() cannot be bounded to the loop's capacity: use @nats-io/jetstream 3.1 or later for pinned consumers");
     }
     source.onNotice = (n: SourceNotice) => report(named("consumer_unavailable", `its subscription reported ${n.type}${n.description ? ` (${n.description})` : ""}`), "fetch");

@@ -5,11 +5,13 @@
  * itself — full, or at its expiry — and the expiry is what bounds how long a partial batch
  * waits.
  *
- * - `fetchSource`: one fetch per pull, for exactly the messages the loop can start;
  * - `consumeSource`: one long-lived `consume()` whose refills are gated to what the loop can
- *   start, and a "pull" is a window over it: `runEach` reads every consumer this way (one
- *   subscription, one request per refill), `run` a `pinned_client` priority group, whose pin
- *   lives in that subscription (a new fetch carries none and waits out the priority timeout).
+ *   start, and a "pull" is a window over it. Both loops read a consumer this way: one
+ *   subscription and one request per refill (a fetch costs a subscription of its own), a pin of
+ *   a `pinned_client` group kept in it, and no pull the client ends while the server delivers
+ *   into it (a fetch's heartbeat watch ends one whose heartbeats are late, on a slow link);
+ * - `fetchSource`: one fetch per pull, for exactly the messages the loop can start: for a
+ *   consumer object without `consume()`, or a client whose `consume()` cannot be gated.
  *
  * Every message goes to the source's `arrive` callback with its receive time (monotonic ms).
  */
@@ -40,7 +42,7 @@ export interface PullSource {
   /** The source asks for messages by itself (a gated subscription): a `pull` is only a window over it. */
   readonly refills: boolean;
   /** The loop can start more messages than before (a write settled). */
-  roomChanged(): void;
+  roomChanged(now?: boolean): void;
   /** No more pulls; resolves once nothing requested can still arrive. */
   close(): Promise<void>;
   /** What the source saw outside a pull that stops deliveries (a deleted consumer, missed heartbeats). */
@@ -144,7 +146,7 @@ export async function consumeSource(
       return sub === undefined || sub.ended ? 0 : sub.gate.outstanding;
     },
     refills: true,
-    roomChanged: () => sub?.gate.resume(),
+    roomChanged: (now) => sub?.gate.resume(now),
     async pull(max) {
       const current = sub ?? (sub = await open());
       if (current === undefined) throw new TypeError("this NATS client's consume() can no longer be bounded to the loop's capacity");

@@ -46,8 +46,9 @@ export interface LoopBase {
 export interface LoopContext extends LoopBase {
   readonly intake: Intake;
   /**
-   * Writes and settles one batch; `signal` cancels its write; `onSent` says every frame went out
-   * while confirmations are still awaited; `ids` are the messages' stream sequences and
+   * Writes and settles one batch; `signal` cancels its write; `onSent` says its write slot is
+   * free (the write committed the whole batch, or every frame went out while confirmations are
+   * still awaited; called at most twice); `ids` are the messages' stream sequences and
    * timestamps, when the intake read them all. Resolves at the latest when the write is abandoned at its bound.
    */
   readonly process: (msgs: JsMsg[], receivedAt: ReceivedAt, signal: AbortSignal | undefined, onSent: () => void, ids: StoredIds | undefined) => Promise<BatchResult>;
@@ -78,8 +79,8 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
     if (intake.waiting >= settings.batchSize) wake.wake();
   };
   // Batches not yet settled (the loop waits for all of them), and those still holding a write
-  // slot: a batch's slot and its messages are released once its frames went out, before
-  // confirmed ACKs are answered.
+  // slot: a batch's slot and its messages are released once its write committed them all (its
+  // ACKs follow at once) or its frames went out, before confirmed ACKs are answered.
   const inFlight = new Set<Promise<void>>();
   let writing = 0;
   // What can start now: free writes' worth of batches, less what already waits for one; nothing
@@ -114,9 +115,10 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
       released = true;
       writing -= 1;
       intake.settled(msgs.length);
-      source.roomChanged();
-      // The next pull goes out now, in the same tick as the batch's ACKs: the client writes
-      // both to the socket at once (a turn of the loop later, they would take a write each).
+      // Asked now, not a turn later: the refill leaves before (or with) the batch's ACKs.
+      source.roomChanged(true);
+      // The next pull (or window) opens now: a committed batch's ACKs are not waited for, and
+      // the server delivers the next batch while they are built.
       openPull();
       wake.wake();
     };
@@ -145,7 +147,9 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
     }
     for (let n = Math.min(brought, intake.waiting); n > 0; n -= settings.batchSize) start(intake.take(Math.min(n, settings.batchSize)));
   };
-  const pulls = new PullTasks(source, settings, loop, wake, (brought) => (source.refills ? startWaiting(true) : startPulled(brought)));
+  // A window that filled starts full batches only (the rest is what the gated refills brought
+  // early, the start of the next batch); one that ended at its expiry starts what is waiting.
+  const pulls = new PullTasks(source, settings, loop, wake, (brought) => (source.refills ? startWaiting(!pulls.lastFull) : startPulled(brought)));
   /** Opens the next pull (or window) when the loop can take more; `false`: nothing to open now. */
   const openPull = (): boolean => {
     // Nothing new after a shutdown began, once the loop must stop, or while the sink is down.

@@ -100,14 +100,15 @@ export class InProgressPolicyError extends Error {
  *   loop's `pull.group` names none of them (or names one the consumer does not have).
  * - `max_ack_pending_below_capacity`: reported by the loops at start: the consumer's
  *   `max_ack_pending` is below what the loop could hold at once.
- * - `link_too_slow`: thrown by the loops before their first pull: the round trip to the server
- *   (measured then) is a third or more of `run`'s pull expiry (the client would end pulls the
- *   server still delivers into), or the heartbeat interval plus twice the round trip reaches
- *   the consumer's redelivery window (beats would arrive after the lease ended).
+ * - `link_too_slow`: thrown by the loops before their first pull: the heartbeat interval plus
+ *   twice the round trip to the server (measured then) reaches the consumer's redelivery
+ *   window (beats would arrive after the lease ended), or, for a consumer object without
+ *   `consume()` that the loop must fetch from, the round trip is a third or more of the pull
+ *   expiry (the client would end fetches the server still delivers into).
  * - Reported by the loops to `onError`, not thrown: `pull_expiry_clamped` (`expiresMs` is above
  *   the lease bound, so pulls expire at the bound; a pull is never cut short),
  *   `consumer_paused` (nothing is delivered until it resumes; the loop waits) and
- *   `consumer_unavailable` (a pinned subscription says the consumer was deleted or cannot deliver).
+ *   `consumer_unavailable` (the loop's subscription says the consumer was deleted or cannot deliver).
  * - `max_deliver_unknown`: a `settleError`, not thrown: the consumer's MaxDeliver could not be
  *   read, so a temporary failure was left for redelivery instead of NAKed.
  *

@@ -16,8 +16,8 @@ import { nextTurn } from "./next-turn.js";
 export interface PullGate {
   /** Messages the pulls already sent may still bring. */
   readonly outstanding: number;
-  /** The loop can start more: ask for it (within what it can start). */
-  resume(): void;
+  /** The loop can start more: ask for it (within what it can start); `now`: in this tick, not the next turn. */
+  resume(now?: boolean): void;
   /** No more pulls (those sent still end by themselves). */
   close(): void;
 }
@@ -84,7 +84,11 @@ export function gateConsumePulls(iter: unknown, room: () => number): PullGate | 
     get outstanding() {
       return outstanding();
     },
-    resume() {
+    resume(now) {
+      if (now === true) {
+        if (!closed) iter.pull(iter.pullOptions());
+        return;
+      }
       // The loop can start more: ask for it now, whether or not the client tried to refill
       // (it only tries as messages arrive, past its threshold). Slots that free in one turn
       // of the event loop (handlers whose timers fired together) share one request.

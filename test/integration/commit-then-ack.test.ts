@@ -407,15 +407,18 @@ describe("CommitThenAck on a real nats-server", () => {
     const seen: number[] = [];
     const run = ack.run(consumer, async (msgs) => {
       for (const m of msgs) seen.push(m.seq);
-    }, { signal: shutdown.signal, onError: (e) => errors.push(e) });
+    }, { signal: shutdown.signal, onError: (e, c) => errors.push(c.during === "fetch" && c.consecutiveFailures !== undefined ? "failed pull" : e) });
     await publish(f, 2);
     await eventually(() => seen.length === 2, "two commits");
-    // Delete the consumer under the loop: fetches fail, the loop reports and keeps trying.
+    // Delete the consumer under the loop: pulls fail, the loop reports and keeps trying.
     await f.jsm.consumers.delete(f.stream, f.consumer);
-    await eventually(() => errors.length >= 2, "fetch errors to be reported", 20_000);
+    await eventually(() => (metrics.snapshot().counters[MetricNames.FETCH_FAILURES_TOTAL] ?? 0) >= 2, "two failed pulls", 20_000);
     shutdown.abort();
     await run;
     expect(metrics.snapshot().counters[MetricNames.FETCH_FAILURES_TOTAL]).toBeGreaterThanOrEqual(2);
+    // Each failed pull went to onError too, with its count and pause.
+    const failed = errors.filter((e) => e === "failed pull");
+    expect(failed.length).toBeGreaterThanOrEqual(2);
     expect(metrics.snapshot().counters[MetricNames.MESSAGES_ACKED_TOTAL]).toBe(2);
   });
 });

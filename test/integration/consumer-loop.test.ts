@@ -60,6 +60,38 @@ describe("consumer loops on a real nats-server", () => {
     for (const seq of seqs) expect(spy.forSequence(seq).map((x) => x.kind)).toEqual(["+ACK"]);
   });
 
+  it("run with concurrency 4 on a backlog: every batch is full, none waits for its pull's expiry", async () => {
+    const f = await createFixture(fx.nc, { ackWaitMs: 30_000 });
+    await publish(f, 800);
+    const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, {});
+    const sizes: number[] = [];
+    const shutdown = new AbortController();
+    let acked = 0;
+    const started = performance.now();
+    let took = 0;
+    // A partial batch would wait out this expiry: the loop asks for four batches' worth at once,
+    // and one window filling must not start the next batch's first messages as a batch of their own.
+    const running = ack.run(await f.js.consumers.get(f.stream, f.consumer), async (msgs) => {
+      sizes.push(msgs.length);
+      await sleep(20);
+    }, {
+      batchSize: 100,
+      concurrency: 4,
+      expiresMs: 10_000,
+      signal: shutdown.signal,
+      onBatch: (r) => {
+        acked += r.acked;
+        if (acked === 800) took = performance.now() - started;
+      },
+    });
+    await eventually(() => acked === 800, "every message acked", 20_000);
+    shutdown.abort();
+    await running;
+    expect(sizes).toEqual(Array.from({ length: 8 }, () => 100));
+    // A batch that waited for its pull's expiry (7.5 s here, a quarter of AckWait) would show.
+    expect(took).toBeLessThan(4000);
+  }, 40_000);
+
   it("a shutdown with four writes in flight: run returns at the bound; the committed ones acked, the one that outlived it acked when it commits, nothing else sent", async () => {
     const f = await createFixture(fx.nc, { ackWaitMs: 30_000 });
     await using spy = await AckSpy.start(fx.spyConn, f.stream);

@@ -17,6 +17,12 @@ describe("reliability (short): leader elections under the consumer loops, 3-node
     expect(r.duplicates).toBe(0);
   });
 
+  it("run, the consumer leader's server killed while messages flow: its subscription outlives the election, none written twice", async () => {
+    const r = await loopElectionScenario(cluster, { loop: "run", election: "kill-leader", messages: 300, confirm: true });
+    expect(r.written).toBe(300);
+    expect(r.duplicates).toBe(0);
+  });
+
   it("runEach, the consumer leader's server killed while messages flow: none written twice", async () => {
     const r = await loopElectionScenario(cluster, { loop: "runEach", election: "kill-leader", messages: 300, confirm: true });
     expect(r.written).toBe(300);

@@ -5,7 +5,8 @@
  *   sees the drop at once and reconnects through the proxy afterwards);
  * - `blackhole()` keeps the connections open but forwards nothing in either direction (a
  *   silent partition: the client notices nothing until its own ping timeout);
- * - `latencyMs` (at start) holds what the client sends for that long, in order (a slow link);
+ * - `latencyMs` (at start) holds what the client sends for that long, in order (a slow link),
+ *   and `returnLatencyMs` what the server sends;
  * - `retarget(port)` drops every connection and forwards new ones to another server (a
  *   client's reconnects then meet that server: another one's refusal, say);
  * - `hold()` accepts new connections but connects them upstream only at `release()` (a
@@ -21,25 +22,27 @@ export class TcpProxy implements AsyncDisposable {
   #mode: Mode = "open";
   #targetPort: number;
   readonly #latencyMs: number;
+  readonly #returnLatencyMs: number;
   /** Connections accepted and forwarded so far (a reconnect adds one). */
   accepted = 0;
   /** New connections waiting for `release()`, when held. */
   #held: Socket[] | undefined;
 
-  private constructor(server: Server, targetPort: number, latencyMs: number) {
+  private constructor(server: Server, targetPort: number, latencyMs: number, returnLatencyMs: number) {
     this.#server = server;
     this.#targetPort = targetPort;
     this.#latencyMs = latencyMs;
+    this.#returnLatencyMs = returnLatencyMs;
   }
 
   /** Listens on a free loopback port and forwards to `127.0.0.1:targetPort`. */
-  static async start(targetPort: number, options: { readonly latencyMs?: number } = {}): Promise<TcpProxy> {
+  static async start(targetPort: number, options: { readonly latencyMs?: number; readonly returnLatencyMs?: number } = {}): Promise<TcpProxy> {
     const holder: { proxy?: TcpProxy } = {};
     const server = createServer((client) => {
       if (holder.proxy) holder.proxy.#accept(client);
       else client.destroy();
     });
-    const proxy = new TcpProxy(server, targetPort, options.latencyMs ?? 0);
+    const proxy = new TcpProxy(server, targetPort, options.latencyMs ?? 0, options.returnLatencyMs ?? 0);
     holder.proxy = proxy;
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
@@ -87,23 +90,24 @@ export class TcpProxy implements AsyncDisposable {
     };
     client.on("error", end).on("close", end);
     upstream.on("error", end).on("close", end);
-    let lastAt = 0;
-    client.on("data", (chunk: Buffer) => {
-      if (this.#mode !== "open") return;
-      if (this.#latencyMs <= 0) {
-        upstream.write(chunk);
-        return;
-      }
-      // Each chunk leaves latencyMs after it came, never before the one before it.
-      const at = Math.max(performance.now() + this.#latencyMs, lastAt);
-      lastAt = at;
-      setTimeout(() => {
-        if (this.#mode === "open" && !upstream.destroyed) upstream.write(chunk);
-      }, at - performance.now());
-    });
-    upstream.on("data", (chunk: Buffer) => {
-      if (this.#mode === "open") client.write(chunk);
-    });
+    // Each chunk leaves `delay` after it came, never before the one before it.
+    const delayed = (to: Socket, delay: number): ((chunk: Buffer) => void) => {
+      let lastAt = 0;
+      return (chunk) => {
+        if (this.#mode !== "open") return;
+        if (delay <= 0) {
+          to.write(chunk);
+          return;
+        }
+        const at = Math.max(performance.now() + delay, lastAt);
+        lastAt = at;
+        setTimeout(() => {
+          if (this.#mode === "open" && !to.destroyed) to.write(chunk);
+        }, at - performance.now());
+      };
+    };
+    client.on("data", delayed(upstream, this.#latencyMs));
+    upstream.on("data", delayed(client, this.#returnLatencyMs));
     // A held connection was paused: it flows now that its listeners are on.
     client.resume();
   }
