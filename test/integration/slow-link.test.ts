@@ -17,15 +17,8 @@ import { describe, expect, it } from "vitest";
 import { CommitThenAck, ConsumerPolicyError } from "../../src/index.js";
 import { consumerInfo, createFixture, eventually } from "../helpers/jetstream.js";
 import { useServer } from "../helpers/server-fixture.js";
+import { fetchOnly } from "../reliability/support.js";
 import { TcpProxy } from "../reliability/tcp-proxy.js";
-
-/**
- * A consumer without `consume()` (a wrapper, an older client): the loops fetch from it, and the
- * client ends a fetch whose idle heartbeats are late.
- */
-function fetchOnly(consumer: Consumer): Pick<Consumer, "fetch" | "info"> {
-  return { fetch: consumer.fetch.bind(consumer), info: consumer.info.bind(consumer) };
-}
 
 interface SparseCase {
   readonly latencyMs: number;

@@ -1,5 +1,5 @@
 /** Shared pieces of the reliability scenarios. */
-import type { ConsumerInfo } from "@nats-io/jetstream";
+import type { Consumer, ConsumerInfo } from "@nats-io/jetstream";
 import type { ConnectionOptions, NatsConnection } from "@nats-io/transport-node";
 import { setTimeout as sleep } from "node:timers/promises";
 
@@ -100,4 +100,14 @@ export function watchStatus(nc: NatsConnection): { readonly events: Array<{ type
     for await (const s of nc.status()) events.push({ type: s.type, at: performance.now() });
   })().catch(() => undefined);
   return { events, count: (type) => events.filter((e) => e.type === type).length };
+}
+
+/**
+ * A consumer the loops can only fetch from (no `consume()`), for a probe that must see a
+ * redelivery as soon as the server sends it: a loop's subscription whose pull was lost with a
+ * consumer leader or a server waits for its heartbeat watch and a consumer-info read before it
+ * asks again, where the next fetch asks at once.
+ */
+export function fetchOnly(consumer: Consumer): Pick<Consumer, "fetch" | "info"> {
+  return { fetch: consumer.fetch.bind(consumer), info: consumer.info.bind(consumer) };
 }

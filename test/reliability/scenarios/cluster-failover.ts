@@ -23,7 +23,7 @@ import { createFixture, fetchBatch, publish, type Fixture } from "../../helpers/
 import type { NatsCluster } from "../../helpers/nats-server.js";
 import { assertInvariants, checkInvariants, printSummary, type InvariantReport } from "../invariants.js";
 import { IdempotentSink, keyOf } from "../sink.js";
-import { RECONNECT, consumerInfoWhen, deferred, sleep, watchUnhandledRejections } from "../support.js";
+import { RECONNECT, consumerInfoWhen, deferred, fetchOnly, sleep, watchUnhandledRejections } from "../support.js";
 
 export type ClusterFault = "stepdown" | "kill-leader";
 
@@ -107,7 +107,7 @@ export async function clusterFailoverScenario(cluster: NatsCluster, o: ClusterFa
 
     const probeDeliveries: Array<{ seq: number; dc: number; at: number }> = [];
     const probe = new CommitThenAck({ connection: probeConn });
-    probeRun = probe.run(await jetstream(probeConn).consumers.get(f.stream, f.consumer), (msgs) => {
+    probeRun = probe.run(fetchOnly(await jetstream(probeConn).consumers.get(f.stream, f.consumer)), (msgs) => {
       for (const m of msgs) {
         probeDeliveries.push({ seq: m.seq, dc: m.info.deliveryCount, at: performance.now() });
         sink.deliver(keyOf(m), "probe");

@@ -44,7 +44,7 @@ import { createFixture, eventually, fetchBatch, publish, type Fixture } from "..
 import { startServer } from "../../helpers/nats-server.js";
 import { assertInvariants, checkInvariants, printSummary, type InvariantReport } from "../invariants.js";
 import { IdempotentSink, keyOf } from "../sink.js";
-import { RECONNECT, consumerInfoWhen, deferred, sleep, watchStatus, watchUnhandledRejections } from "../support.js";
+import { RECONNECT, consumerInfoWhen, deferred, fetchOnly, sleep, watchStatus, watchUnhandledRejections } from "../support.js";
 import { TcpProxy } from "../tcp-proxy.js";
 
 export type DropMode = "brief" | "outlast" | "ack-while-cut" | "blackhole";
@@ -157,7 +157,7 @@ export async function connectionDropScenario(o: ConnectionDropOptions): Promise<
     }
 
     const probe = new CommitThenAck({ connection: probeConn });
-    probeRun = probe.run(await jetstream(probeConn).consumers.get(f.stream, f.consumer), (msgs) => {
+    probeRun = probe.run(fetchOnly(await jetstream(probeConn).consumers.get(f.stream, f.consumer)), (msgs) => {
       for (const m of msgs) {
         sink.deliver(keyOf(m), "probe");
         sink.commit(keyOf(m), "probe");

@@ -26,7 +26,7 @@ import { createFixture, eventually, fetchBatch, publish } from "../../helpers/je
 import { startServer } from "../../helpers/nats-server.js";
 import { assertInvariants, checkInvariants, printSummary, type InvariantReport } from "../invariants.js";
 import { IdempotentSink, keyOf } from "../sink.js";
-import { RECONNECT, consumerInfoWhen, deferred, sleep, watchStatus, watchUnhandledRejections } from "../support.js";
+import { RECONNECT, consumerInfoWhen, deferred, fetchOnly, sleep, watchStatus, watchUnhandledRejections } from "../support.js";
 
 export interface ServerRestartOptions {
   /** Batches written concurrently by the worker. */
@@ -112,7 +112,7 @@ async function serverRestartOnce(o: ServerRestartOptions): Promise<ServerRestart
     // delivered to the worker, so one reaching the probe as delivery 1 was forgotten by the server.
     const forgotten: number[] = [];
     const probe = new CommitThenAck({ connection: probeConn });
-    probeRun = probe.run(await jetstream(probeConn).consumers.get(f.stream, f.consumer), (msgs) => {
+    probeRun = probe.run(fetchOnly(await jetstream(probeConn).consumers.get(f.stream, f.consumer)), (msgs) => {
       for (const m of msgs) {
         if (m.info.deliveryCount === 1) forgotten.push(m.seq);
         sink.deliver(keyOf(m), "probe");
