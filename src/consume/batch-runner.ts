@@ -26,6 +26,7 @@ import { ShutdownBudget, UNBOUNDED } from "../settle/settle-budget.js";
 import { publishBatchSettled } from "../settle/settle-events.js";
 import type { LoopConfirmation, Settler } from "../settle/settler.js";
 import { emptyResult, summarize } from "../settle/summarize.js";
+import { readReport, type ReadReport } from "../settle/write-report.js";
 import { nextBatchId } from "../telemetry/diagnostics.js";
 import { MetricNames } from "../telemetry/metric-names.js";
 import type { MetricsRecorder } from "../telemetry/metrics-recorder.js";
@@ -173,7 +174,7 @@ export class BatchRunner {
     const trace = this.#startTrace(list, origin);
     const started = performance.now();
     let ctx: WorkContext | undefined;
-    let result: unknown;
+    let report: ReadReport | undefined;
     let writeError: unknown;
     let writeOk = false;
     let late: Promise<unknown> | undefined;
@@ -184,7 +185,7 @@ export class BatchRunner {
       if (this.#beating) for (let i = 0; i < list.length; i++) assertMessage(list, i);
       // withInProgress, with this batch's number: its heartbeat events and its settled
       // event carry the same batchId.
-      result = await superviseWork(
+      const result = await superviseWork(
         list,
         (x) => {
           ctx = x;
@@ -204,10 +205,11 @@ export class BatchRunner {
         (running) => (late = running),
       );
       writeOk = true;
+      report = readReport(result, list);
       // The whole batch committed: the loop's next pull goes out first, in a socket write of its
       // own (the client writes at the end of this run of microtasks, and the ACKs are built one
       // microtask later), so the server delivers the next batch while this one's ACKs are built.
-      if (loop?.onSent !== undefined && signal?.aborted !== true && committedWhole(result)) {
+      if (loop?.onSent !== undefined && signal?.aborted !== true && report.failures.size === 0) {
         loop.onSent();
         await undefined;
       }
@@ -238,7 +240,7 @@ export class BatchRunner {
         list,
         {
           ok: writeOk,
-          result,
+          report,
           error: writeError,
           cancelled: !writeOk && signal?.aborted === true,
           // Any lease lost while the write ran, whatever aborted first (read without creating
@@ -370,8 +372,8 @@ export class BatchRunner {
     }));
     const lateSettle = running
       .then(
-        (value): Pick<WriteOutcome, "ok" | "result" | "error"> => ({ ok: true, result: value, error: undefined }),
-        (error: unknown): Pick<WriteOutcome, "ok" | "result" | "error"> => ({ ok: false, result: undefined, error }),
+        (value): Pick<WriteOutcome, "ok" | "report" | "error"> => ({ ok: true, report: readReport(value, list), error: undefined }),
+        (error: unknown): Pick<WriteOutcome, "ok" | "report" | "error"> => ({ ok: false, report: undefined, error }),
       )
       .then(async (o) => {
         const lease = ctx?.lease;
@@ -429,15 +431,4 @@ function sleepUnless(ms: number, signal: AbortSignal): Promise<void> {
     const timer = setTimeout(done, ms);
     signal.addEventListener("abort", done, { once: true });
   });
-}
-
-/** A write's result that cannot be a report of failures (see `readReport`): the whole batch committed. */
-function committedWhole(result: unknown): boolean {
-  if (typeof result !== "object" || result === null) return true;
-  try {
-    return Array.isArray(result) || !("failed" in result);
-  } catch {
-    // A proxy that throws: the settling reads it, and fails the batch closed.
-    return false;
-  }
 }

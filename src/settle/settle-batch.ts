@@ -16,14 +16,14 @@ import type { SettleBudget } from "./settle-budget.js";
 import { publishBatchSettled } from "./settle-events.js";
 import type { LoopConfirmation, Settler } from "./settler.js";
 import { firstError, summarize } from "./summarize.js";
-import { readReport } from "./write-report.js";
+import type { ReadReport } from "./write-report.js";
 
 /** How a batch's write ended. */
 export interface WriteOutcome {
-  /** The write resolved (with `result`), or rejected (with `error`). */
+  /** The write resolved (with `report`), or rejected (with `error`). */
   readonly ok: boolean;
-  /** What the write resolved with. */
-  readonly result: unknown;
+  /** What the write's result says about its batch (`readReport`), read once where it resolved; set whenever `ok`. */
+  readonly report: ReadReport | undefined;
   /** Why the write failed. */
   readonly error: unknown;
   /** The batch was cancelled (host shutdown) before the write resolved. */
@@ -59,7 +59,7 @@ export interface BatchSettleContext {
 /** Settles every message of `list` by what the write reported; never rejects. */
 export async function settleBatch(list: readonly JsMsg[], outcome: WriteOutcome, context: BatchSettleContext): Promise<BatchResult> {
   const { settler, metrics } = context;
-  const report = outcome.ok ? readReport(outcome.result, list) : undefined;
+  const report = outcome.ok ? outcome.report : undefined;
   const failures = report?.failures;
   const failedCount = outcome.ok ? (failures?.size ?? 0) : list.length;
   if (failedCount > 0) metrics.count(MetricNames.MESSAGES_FAILED_TOTAL, failedCount);

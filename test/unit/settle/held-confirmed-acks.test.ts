@@ -13,6 +13,7 @@ import type { DeadLetterTarget } from "../../../src/settle/dead-letter.js";
 import { DeliveryLimits } from "../../../src/settle/delivery-limits.js";
 import { UNBOUNDED, type SettleBudget } from "../../../src/settle/settle-budget.js";
 import { settleBatch, type WriteOutcome } from "../../../src/settle/settle-batch.js";
+import { readReport } from "../../../src/settle/write-report.js";
 import { Settler } from "../../../src/settle/settler.js";
 import { MetricsRecorder } from "../../../src/telemetry/metrics-recorder.js";
 import { fakeConfirmingConnection, fakeMsg, type FakeMsg } from "../../helpers/fakes.js";
@@ -31,7 +32,7 @@ function link(): { readonly publisher: object; down(): void; up(): void; close()
   };
 }
 
-const COMMITTED: WriteOutcome = { ok: true, result: undefined, error: undefined, cancelled: false, leaseLost: false, heartbeats: 0, writeMs: 1 };
+const COMMITTED: WriteOutcome = { ok: true, report: readReport(undefined, []), error: undefined, cancelled: false, leaseLost: false, heartbeats: 0, writeMs: 1 };
 
 function setup(answer: () => number | undefined, budget: SettleBudget = UNBOUNDED, deadLetter?: DeadLetterTarget, outcome: WriteOutcome = COMMITTED) {
   const sink = new InMemoryMetrics();
