@@ -107,6 +107,10 @@ class ThreadCore implements ThreadLink {
         this.#gone = true;
         this.#forget();
         this.#failAll(new HeartbeatThreadError("closed", this.#failure ?? "the heartbeat thread ended"));
+        // A thread that ended without a word (a crash, an outside terminate) set no flag: its
+        // batches go back to main-thread beats now, not at the watch's horizon, a lease's end.
+        Atomics.store(this.control.ints, CONTROL.CLOSED, 1);
+        lookNow(this.control);
         resolve();
       });
     });

@@ -2,14 +2,17 @@
  * The thread watch at the edges where hosts meet it (no metrics, no trace, plain beats, so
  * every batch here is watched, not looked after one by one): a graceful shutdown in the middle
  * of a slow write under `CommitThenAck.run`, and a write that ignores its signal once the
- * thread reached `maxHeartbeats` (with `onLimit: "continue"` and `"abort"`). A second worker
+ * thread reached `maxHeartbeats` (with `onLimit: "continue"` and `"abort"`), a thread that
+ * ends without a word mid-write. A second worker
  * pulling the same durable is the proof of a kept lease (it receives nothing) and of a lease
  * that ended (it receives the message as a redelivery).
  */
 import { setTimeout as sleep } from "node:timers/promises";
+import type { Worker } from "node:worker_threads";
 import { jetstream } from "@nats-io/jetstream";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { CommitThenAck, DiagnosticsChannels, HeartbeatLimitError, InMemoryMetrics, LeaseExpiredError, MetricNames, verifyInProgressPolicy, withInProgress } from "../../src/index.js";
+import { PROTOCOL_VERSION } from "../../src/lease/heartbeat-thread-protocol.js";
 import { ThreadWatch } from "../../src/lease/thread-watch.js";
 import { AckSpy } from "../helpers/ack-spy.js";
 import { createFixture, eventually, fetchBatch, publish } from "../helpers/jetstream.js";
@@ -172,6 +175,49 @@ describe("the thread watch at the edges", () => {
       expect(beats[0]!.at - deliveredAt, spy.summary()).toBeLessThan(3000);
       // The round that found no connection is a failed beat.
       expect(metrics.snapshot().counters[MetricNames.IN_PROGRESS_FAILURES_TOTAL] ?? 0).toBeGreaterThanOrEqual(1);
+    } finally {
+      await rival.stop();
+    }
+  });
+
+  // Last in this file: it ends the warm thread (the next batch on this connection starts another).
+  it("a thread that ends without a word (a crash, an outside terminate) mid-write: the batch beats from the main thread at once, not at the watch's horizon; the lease is kept and a second worker receives nothing", async () => {
+    const f = await createFixture(fx.nc, { ackWaitMs: 3000 });
+    const [seq] = await publish(f, 1);
+    await using spy = await AckSpy.start(fx.nc, f.stream);
+    const msgs = await fetchBatch(f, 1);
+    const deliveredAt = performance.now();
+    const policy = verifyInProgressPolicy({ enabled: true, intervalMs: 1000, maxHeartbeats: 100 }, { ackWaitMs: 3000, source: "configured" });
+    const joins = vi.spyOn(ThreadWatch.prototype, "join");
+    const rival = await startRival(jetstream(fx.rivalConn), f.stream, f.consumer);
+    // Only these two: a heartbeat:sent subscriber would make the watch look at the batch every interval.
+    using events = new EventLog([DiagnosticsChannels.LEASE_EXPIRED, DiagnosticsChannels.HEARTBEAT_FAILED]);
+    let endedAt = 0;
+    try {
+      const aborted = await withInProgress(msgs, async (ctx) => {
+        await eventually(() => spy.of("+WPI", seq).length >= 2, "two rounds from the thread");
+        // Ends the worker the way a crash would: no "failed" message, no flag in shared memory.
+        const registry = (globalThis as Record<symbol, unknown>)[Symbol.for(`jetstream-inprogress.heartbeat-threads.v${PROTOCOL_VERSION}`)] as { threads: Map<string, { worker: Worker }> };
+        const workers = [...registry.threads.values()].map((c) => c.worker);
+        expect(workers).toHaveLength(1);
+        await workers[0]!.terminate();
+        endedAt = performance.now();
+        // Two AckWaits after the delivery.
+        await sleep(Math.max(0, deliveredAt + 6000 - performance.now()));
+        return ctx.signal.aborted;
+      }, policy, { thread: true, connection: fx.nc });
+      msgs[0]!.ack();
+      await fx.nc.flush();
+      await rival.stop();
+      expect(rival.received).toEqual([]);
+      expect(aborted).toBe(false);
+      expect(joins).toHaveBeenCalled();
+      expect(events.of(DiagnosticsChannels.LEASE_EXPIRED)).toEqual([]);
+      expect(events.of(DiagnosticsChannels.HEARTBEAT_FAILED).length).toBeGreaterThanOrEqual(1);
+      const after = spy.of("+WPI", seq).filter((x) => x.at > endedAt);
+      // The first main-thread round within a fraction of the interval, not near the lease's end (about 3 s on).
+      expect(after.length, spy.summary()).toBeGreaterThanOrEqual(3);
+      expect(after[0]!.at - endedAt, spy.summary()).toBeLessThan(500);
     } finally {
       await rival.stop();
     }
