@@ -1,6 +1,7 @@
 import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
 import { legacyClientPlugin, natsClientAlias } from "./test/helpers/nats-client.js";
+import { SlowFirstSequencer } from "./test/helpers/slow-first-sequencer.js";
 
 // Files whose timing margins are set by the scenario itself (BackOff [1 s, 4 s] with a 700 ms
 // interval leaves 300 ms): they run in a group of their own, after everything else, so a
@@ -31,6 +32,7 @@ export default defineConfig({
     // uses a fraction of a core), so a third keeps npm test near 5 minutes; JSIP_TEST_WORKERS sets it.
     maxWorkers: Number(process.env["JSIP_TEST_WORKERS"] ?? 3),
     allowOnly: false,
+    sequence: { sequencer: SlowFirstSequencer },
     projects: [
       {
         extends: true,
