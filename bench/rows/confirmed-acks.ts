@@ -7,8 +7,9 @@
  * (AckWait 30 s), batch size 100, fetch expiry 1,000 ms, a no-op write, timed until the loop
  * reported every message acknowledged (`onBatch`) and the connection flushed. The default
  * against `confirmAck: false`, with heartbeats off and on (interval 10 s: no beat falls due);
- * the four arms alternate round by round. Each arm also reports its CPU per message, the
- * client's socket writes per batch and the CPU the suite's nats-server spent per message (it
+ * the four arms alternate round by round, with two more: the hand-written loop of item 3 with
+ * plain ACKs and with each ACK confirmed (`ackAck()`), to show what confirming costs any loop.
+ * Each arm also reports its CPU per message, the client's socket writes per batch and the CPU the suite's nats-server spent per message (it
  * answers every confirmed ACK, on the same cores); each is checked with consumer info (all
  * acknowledged, nothing redelivered).
  */
@@ -18,9 +19,9 @@ import { figure, goals, type Figure } from "../figure.js";
 import { createStream, type BenchStream } from "../jetstream.js";
 import { interleave, medians, pluck } from "../measure.js";
 import { childProcessCpuMs } from "../threads.js";
-import { ACK_WAIT_MS, arm, library, type Sample, type Shape } from "./end-to-end.js";
+import { ACK_WAIT_MS, arm, handWritten, library, type Sample, type Shape } from "./end-to-end.js";
 
-type ArmName = "plain" | "confirmed" | "plainBeats" | "confirmedBeats";
+type ArmName = "plain" | "confirmed" | "plainBeats" | "confirmedBeats" | "hand" | "handConfirmed";
 
 interface ArmSample extends Sample {
   /** CPU of the suite's nats-server per message over the arm (its consumer's set-up and check included), µs. */
@@ -46,6 +47,8 @@ export async function confirmedAcks(bench: Bench): Promise<Figure[]> {
       confirmed: () => withServerCpu(shape, () => arm(s, shape, (consumer) => library(consumer, nc, shape, undefined))),
       plainBeats: () => withServerCpu(shape, () => arm(s, shape, (consumer) => library(consumer, nc, shape, beats, { confirmAck: false }))),
       confirmedBeats: () => withServerCpu(shape, () => arm(s, shape, (consumer) => library(consumer, nc, shape, beats))),
+      hand: () => withServerCpu(shape, () => arm(s, shape, (consumer) => handWritten(consumer, nc, shape))),
+      handConfirmed: () => withServerCpu(shape, () => arm(s, shape, (consumer) => handWritten(consumer, nc, shape, true))),
     });
     // Warm every arm up on a smaller stream, so no round pays for compiling the code.
     const warmShape: Shape = { ...shape, n: Math.min(shape.n, 10 * shape.batchSize) };
@@ -62,6 +65,8 @@ export async function confirmedAcks(bench: Bench): Promise<Figure[]> {
         confirmed: pluck(samples.confirmed, field),
         plainBeats: pluck(samples.plainBeats, field),
         confirmedBeats: pluck(samples.confirmedBeats, field),
+        hand: pluck(samples.hand, field),
+        handConfirmed: pluck(samples.handConfirmed, field),
       });
     const rate = of("rate");
     const cpu = of("cpuUs");
@@ -125,6 +130,30 @@ export async function confirmedAcks(bench: Bench): Promise<Figure[]> {
         );
       }
     });
+    // What confirming costs a loop written by hand (ackAck per message), in the same rounds: the
+    // part of 13a's gap any confirmed loop pays, and the library's confirmed loop against it.
+    out.push(
+      figure({
+        id: "13i",
+        item: 13,
+        name: `  hand-written loop, each ACK confirmed (ackAck), ${what}`,
+        unit: "msgs/s",
+        value: rate.handConfirmed,
+        baselineName: "the same with plain ACKs",
+        baseline: rate.hand,
+        samples: { value: pluck(samples.handConfirmed, "rate"), baseline: pluck(samples.hand, "rate") },
+      }),
+      figure({
+        id: "13j",
+        item: 13,
+        name: `  CommitThenAck.run, confirmed ACKs, heartbeats off, against the hand-written confirmed loop`,
+        unit: "msgs/s",
+        value: rate.confirmed,
+        baselineName: "hand-written loop, ackAck",
+        baseline: rate.handConfirmed,
+        samples: { value: pluck(samples.confirmed, "rate"), baseline: pluck(samples.handConfirmed, "rate") },
+      }),
+    );
     return out;
   } finally {
     await nc.close();

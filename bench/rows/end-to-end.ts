@@ -25,8 +25,11 @@ export interface Shape {
   readonly expiresMs: number;
 }
 
-/** The loop a service writes by hand: fetch a batch, write it, ack every message. */
-async function handWritten(consumer: Consumer, nc: NatsConnection, shape: Shape): Promise<number> {
+/**
+ * The loop a service writes by hand: fetch a batch, write it, ack every message. `confirmed`:
+ * each ACK as `ackAck()` (a request the server answers), all of a batch awaited before the next.
+ */
+export async function handWritten(consumer: Consumer, nc: NatsConnection, shape: Shape, confirmed = false): Promise<number> {
   const write = async (_msgs: readonly JsMsg[]): Promise<void> => {};
   const t0 = nowNs();
   let done = 0;
@@ -34,7 +37,8 @@ async function handWritten(consumer: Consumer, nc: NatsConnection, shape: Shape)
     const batch: JsMsg[] = [];
     for await (const m of await consumer.fetch({ max_messages: shape.batchSize, expires: shape.expiresMs })) batch.push(m);
     await write(batch);
-    for (const m of batch) m.ack();
+    if (confirmed) await Promise.all(batch.map((m) => m.ackAck()));
+    else for (const m of batch) m.ack();
     done += batch.length;
   }
   await nc.flush();
