@@ -21,12 +21,12 @@ import type { DisabledInProgressPolicy, VerifiedInProgressPolicy } from "../poli
 import { isVerifiedPolicy } from "../policy/verified-policies.js";
 import { retryBudgetMs, retryInPlaceDelayMs } from "../settle/retry-in-place.js";
 import type { BatchResult, BatchWrite, MessageResult } from "../settle/batch-result.js";
-import { settleBatch, type WriteOutcome } from "../settle/settle-batch.js";
+import { settleBatch, type WriteEnd, type WriteOutcome } from "../settle/settle-batch.js";
 import { ShutdownBudget, UNBOUNDED } from "../settle/settle-budget.js";
 import { publishBatchSettled } from "../settle/settle-events.js";
 import type { LoopConfirmation, Settler } from "../settle/settler.js";
 import { emptyResult, summarize } from "../settle/summarize.js";
-import { readReport, type ReadReport } from "../settle/write-report.js";
+import { readReport } from "../settle/write-report.js";
 import { nextBatchId } from "../telemetry/diagnostics.js";
 import { MetricNames } from "../telemetry/metric-names.js";
 import type { MetricsRecorder } from "../telemetry/metrics-recorder.js";
@@ -174,9 +174,7 @@ export class BatchRunner {
     const trace = this.#startTrace(list, origin);
     const started = performance.now();
     let ctx: WorkContext | undefined;
-    let report: ReadReport | undefined;
-    let writeError: unknown;
-    let writeOk = false;
+    let end: WriteEnd | undefined;
     let late: Promise<unknown> | undefined;
     try {
       // A batch under heartbeats with something else in it is the caller's bug, refused before
@@ -204,8 +202,8 @@ export class BatchRunner {
         trace,
         (running) => (late = running),
       );
-      writeOk = true;
-      report = readReport(result, list);
+      const report = readReport(result, list);
+      end = { ok: true, report };
       // The whole batch committed: the loop's next pull goes out first, in a socket write of its
       // own (the client writes at the end of this run of microtasks, and the ACKs are built one
       // microtask later), so the server delivers the next batch while this one's ACKs are built.
@@ -223,7 +221,8 @@ export class BatchRunner {
         trace.end({ outcome: "rejected", errorName: errorName(err), acked: 0, failed: 0 });
         throw err;
       }
-      writeError = err;
+      // A throw after the write resolved (the loop's early pull) does not unmake its commit.
+      end ??= { ok: false, error: err };
     }
     const writeMs = performance.now() - started;
     c.metrics.observe(MetricNames.BATCH_WRITE_SECONDS, writeMs / 1000);
@@ -239,10 +238,8 @@ export class BatchRunner {
       return await this.#settle(
         list,
         {
-          ok: writeOk,
-          report,
-          error: writeError,
-          cancelled: !writeOk && signal?.aborted === true,
+          ...end!,
+          cancelled: !end!.ok && signal?.aborted === true,
           // Any lease lost while the write ran, whatever aborted first (read without creating
           // ctx.signal when the write never asked for it).
           leaseLost: lease?.expired === true || (ctx !== undefined && abortReasonOf(ctx) instanceof LeaseExpiredError),
@@ -372,8 +369,8 @@ export class BatchRunner {
     }));
     const lateSettle = running
       .then(
-        (value): Pick<WriteOutcome, "ok" | "report" | "error"> => ({ ok: true, report: readReport(value, list), error: undefined }),
-        (error: unknown): Pick<WriteOutcome, "ok" | "report" | "error"> => ({ ok: false, report: undefined, error }),
+        (value): WriteEnd => ({ ok: true, report: readReport(value, list) }),
+        (error: unknown): WriteEnd => ({ ok: false, error }),
       )
       .then(async (o) => {
         const lease = ctx?.lease;

@@ -18,14 +18,26 @@ import type { LoopConfirmation, Settler } from "./settler.js";
 import { firstError, summarize } from "./summarize.js";
 import type { ReadReport } from "./write-report.js";
 
-/** How a batch's write ended. */
-export interface WriteOutcome {
-  /** The write resolved (with `report`), or rejected (with `error`). */
-  readonly ok: boolean;
-  /** What the write's result says about its batch (`readReport`), read once where it resolved; set whenever `ok`. */
-  readonly report: ReadReport | undefined;
-  /** Why the write failed. */
-  readonly error: unknown;
+/**
+ * How a batch's write ended: resolved with its report, or rejected with its error. A union, so
+ * a resolved write always carries the report its settling reads.
+ */
+export type WriteEnd =
+  | {
+      /** The write resolved. */
+      readonly ok: true;
+      /** What the write's result says about its batch (`readReport`), read once where it resolved. */
+      readonly report: ReadReport;
+    }
+  | {
+      /** The write rejected. */
+      readonly ok: false;
+      /** Why the write failed. */
+      readonly error: unknown;
+    };
+
+/** How a batch's write ended, and what happened around it. */
+export type WriteOutcome = WriteEnd & {
   /** The batch was cancelled (host shutdown) before the write resolved. */
   readonly cancelled: boolean;
   /** The batch's lease was lost while the write ran. */
@@ -34,7 +46,7 @@ export interface WriteOutcome {
   readonly heartbeats: number;
   /** Duration of the write in milliseconds. */
   readonly writeMs: number;
-}
+};
 
 /** What settling a batch needs besides the frames. */
 export interface BatchSettleContext {
@@ -61,7 +73,7 @@ export async function settleBatch(list: readonly JsMsg[], outcome: WriteOutcome,
   const { settler, metrics } = context;
   const report = outcome.ok ? outcome.report : undefined;
   const failures = report?.failures;
-  const failedCount = outcome.ok ? (failures?.size ?? 0) : list.length;
+  const failedCount = failures !== undefined ? failures.size : list.length;
   if (failedCount > 0) metrics.count(MetricNames.MESSAGES_FAILED_TOTAL, failedCount);
 
   const rules = settler.rules;
@@ -74,13 +86,13 @@ export async function settleBatch(list: readonly JsMsg[], outcome: WriteOutcome,
     return typeof limit === "number" ? limit : undefined;
   };
   const scope = { budget: context.budget, batchId: context.batchId, batchSize: list.length, leaseLost, maxDeliver: maxDeliverOf, confirm: context.confirm, acking: context.acking };
-  const allCommitted = outcome.ok && failures!.size === 0 && !connectionClosed;
+  const allCommitted = failures !== undefined && failures.size === 0 && !connectionClosed;
   // The frame of each message; ACKs are gathered so confirmed ones go out together.
   const decisions = list.map((m): { readonly decision: Decision; readonly error: unknown } => {
     // The common case, every message committed on an open connection: the table says ACK.
     if (allCommitted) return COMMITTED;
-    const failed = !outcome.ok || failures!.has(m);
-    const error = !outcome.ok ? outcome.error : failed ? failures!.get(m) : undefined;
+    const failed = !outcome.ok || outcome.report.failures.has(m);
+    const error = outcome.ok ? outcome.report.failures.get(m) : outcome.error;
     const verdict: Verdict = !failed ? "committed" : error instanceof PermanentSinkError ? "permanent" : "temporary";
     const decision = decide(
       // A committed message is ACKed whatever else happened; the rest reads the batch's state.

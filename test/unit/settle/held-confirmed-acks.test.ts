@@ -32,7 +32,7 @@ function link(): { readonly publisher: object; down(): void; up(): void; close()
   };
 }
 
-const COMMITTED: WriteOutcome = { ok: true, report: readReport(undefined, []), error: undefined, cancelled: false, leaseLost: false, heartbeats: 0, writeMs: 1 };
+const COMMITTED: WriteOutcome = { ok: true, report: readReport(undefined, []), cancelled: false, leaseLost: false, heartbeats: 0, writeMs: 1 };
 
 function setup(answer: () => number | undefined, budget: SettleBudget = UNBOUNDED, deadLetter?: DeadLetterTarget, outcome: WriteOutcome = COMMITTED) {
   const sink = new InMemoryMetrics();
@@ -160,5 +160,16 @@ describe("a loop's confirmed ACKs over a reconnect", () => {
     // Each original's +ACK asked for an answer, and was asked again after the refusal.
     for (const m of s.msgs) expect(s.nc.frames.filter((f) => f.subject === m.reply && f.reply !== undefined).length).toBe(2);
     expect(s.msgs.map((m) => m.calls.ack)).toEqual([0, 0, 0]);
+  });
+});
+
+describe("WriteOutcome", () => {
+  it("a resolved write cannot be settled without its report, nor a rejected one without its error (checked by tsc)", () => {
+    const base = { cancelled: false, leaseLost: false, heartbeats: 0, writeMs: 1 } as const;
+    // @ts-expect-error a resolved write carries the report its settling reads
+    const noReport: WriteOutcome = { ...base, ok: true };
+    // @ts-expect-error a rejected write carries its error
+    const noError: WriteOutcome = { ...base, ok: false };
+    expect([noReport.ok, noError.ok]).toEqual([true, false]);
   });
 });
