@@ -1,9 +1,10 @@
 /**
  * The thread watch at the edges where hosts meet it (no metrics, no trace, plain beats, so
- * every batch here is watched, not looked after one by one): a graceful shutdown in the middle
+ * these batches are watched, not looked after one by one): a graceful shutdown in the middle
  * of a slow write under `CommitThenAck.run`, and a write that ignores its signal once the
  * thread reached `maxHeartbeats` (with `onLimit: "continue"` and `"abort"`), a thread that
- * ends without a word mid-write. A second worker
+ * ends without a word mid-write — and the same end for batches read per beat
+ * (`requireProgress`, confirmed beats), which are not watched. A second worker
  * pulling the same durable is the proof of a kept lease (it receives nothing) and of a lease
  * that ended (it receives the message as a redelivery).
  */
@@ -218,6 +219,56 @@ describe("the thread watch at the edges", () => {
       // The first main-thread round within a fraction of the interval, not near the lease's end (about 3 s on).
       expect(after.length, spy.summary()).toBeGreaterThanOrEqual(3);
       expect(after[0]!.at - endedAt, spy.summary()).toBeLessThan(500);
+    } finally {
+      await rival.stop();
+    }
+  });
+  // A batch whose books are read per beat is not watched: it looks at the thread itself at each
+  // of its rounds, so it moves to the main thread at its next look, within one interval.
+  it.each([
+    { name: "requireProgress", confirmed: false },
+    { name: "confirmed beats", confirmed: true },
+  ])("a thread that ends without a word mid-write, the batch read per beat ($name): it beats from the main thread within one interval; the lease is kept and a second worker receives nothing", async ({ confirmed }) => {
+    const f = await createFixture(fx.nc, { ackWaitMs: 3000 });
+    const [seq] = await publish(f, 1);
+    await using spy = await AckSpy.start(fx.nc, f.stream);
+    const msgs = await fetchBatch(f, 1);
+    const deliveredAt = performance.now();
+    const policy = verifyInProgressPolicy({ enabled: true, intervalMs: 1000, maxHeartbeats: 100 }, { ackWaitMs: 3000, source: "configured" });
+    const joins = vi.spyOn(ThreadWatch.prototype, "join");
+    const rival = await startRival(jetstream(fx.rivalConn), f.stream, f.consumer);
+    using events = new EventLog([DiagnosticsChannels.LEASE_EXPIRED, DiagnosticsChannels.HEARTBEAT_FAILED]);
+    let endedAt = 0;
+    try {
+      const aborted = await withInProgress(msgs, async (ctx) => {
+        // The write advances all along (requireProgress beats only after progress).
+        const advancing = setInterval(() => ctx.progress(), 100);
+        try {
+          await eventually(() => spy.of("+WPI", seq).length >= 2, "two rounds from the thread");
+          const registry = (globalThis as Record<symbol, unknown>)[Symbol.for(`jetstream-inprogress.heartbeat-threads.v${PROTOCOL_VERSION}`)] as { threads: Map<string, { worker: Worker }> };
+          const workers = [...registry.threads.values()].map((c) => c.worker);
+          expect(workers).toHaveLength(1);
+          await workers[0]!.terminate();
+          endedAt = performance.now();
+          await sleep(Math.max(0, deliveredAt + 6000 - performance.now()));
+          return ctx.signal.aborted;
+        } finally {
+          clearInterval(advancing);
+        }
+      }, policy, { thread: true, connection: fx.nc, ...(confirmed ? { confirm: { connection: fx.nc } } : { requireProgress: true }) });
+      msgs[0]!.ack();
+      await fx.nc.flush();
+      await rival.stop();
+      expect(rival.received).toEqual([]);
+      expect(aborted).toBe(false);
+      // Not watched: it never joined the watch.
+      expect(joins).not.toHaveBeenCalled();
+      expect(events.of(DiagnosticsChannels.LEASE_EXPIRED)).toEqual([]);
+      expect(events.of(DiagnosticsChannels.HEARTBEAT_FAILED).length).toBeGreaterThanOrEqual(1);
+      const after = spy.of("+WPI", seq).filter((x) => x.at > endedAt);
+      expect(after.length, spy.summary()).toBeGreaterThanOrEqual(3);
+      // Within one interval and a margin, far from the lease's end (about 3 s after the last thread round).
+      expect(after[0]!.at - endedAt, spy.summary()).toBeLessThan(1600);
     } finally {
       await rival.stop();
     }
