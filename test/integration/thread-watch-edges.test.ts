@@ -181,8 +181,15 @@ describe("the thread watch at the edges", () => {
     }
   });
 
-  // Last in this file: it ends the warm thread (the next batch on this connection starts another).
-  it("a thread that ends without a word (a crash, an outside terminate) mid-write: the batch beats from the main thread at once, not at the watch's horizon; the lease is kept and a second worker receives nothing", async () => {
+  // Last in this file: the first case ends the warm thread (the next batch on this connection
+  // starts another). A watched batch (plain beats) moves at once, woken by the thread's exit; a
+  // batch whose books are read per beat is not watched: it looks at the thread itself at each of
+  // its rounds, so it moves at its next look, within one interval.
+  it.each([
+    { name: "watched, plain beats", kind: "watched", firstWithinMs: 500 },
+    { name: "read per beat, requireProgress", kind: "requireProgress", firstWithinMs: 1600 },
+    { name: "read per beat, confirmed beats", kind: "confirmed", firstWithinMs: 1600 },
+  ] as const)("a thread that ends without a word (a crash, an outside terminate) mid-write ($name): the batch beats from the main thread within $firstWithinMs ms, not at the lease's end; the lease is kept and a second worker receives nothing", async ({ kind, firstWithinMs }) => {
     const f = await createFixture(fx.nc, { ackWaitMs: 3000 });
     const [seq] = await publish(f, 1);
     await using spy = await AckSpy.start(fx.nc, f.stream);
@@ -193,82 +200,40 @@ describe("the thread watch at the edges", () => {
     const rival = await startRival(jetstream(fx.rivalConn), f.stream, f.consumer);
     // Only these two: a heartbeat:sent subscriber would make the watch look at the batch every interval.
     using events = new EventLog([DiagnosticsChannels.LEASE_EXPIRED, DiagnosticsChannels.HEARTBEAT_FAILED]);
-    let endedAt = 0;
-    try {
-      const aborted = await withInProgress(msgs, async (ctx) => {
-        await eventually(() => spy.of("+WPI", seq).length >= 2, "two rounds from the thread");
-        // Ends the worker the way a crash would: no "failed" message, no flag in shared memory.
-        const registry = (globalThis as Record<symbol, unknown>)[Symbol.for(`jetstream-inprogress.heartbeat-threads.v${PROTOCOL_VERSION}`)] as { threads: Map<string, { worker: Worker }> };
-        const workers = [...registry.threads.values()].map((c) => c.worker);
-        expect(workers).toHaveLength(1);
-        await workers[0]!.terminate();
-        endedAt = performance.now();
-        // Two AckWaits after the delivery.
-        await sleep(Math.max(0, deliveredAt + 6000 - performance.now()));
-        return ctx.signal.aborted;
-      }, policy, { thread: true, connection: fx.nc });
-      msgs[0]!.ack();
-      await fx.nc.flush();
-      await rival.stop();
-      expect(rival.received).toEqual([]);
-      expect(aborted).toBe(false);
-      expect(joins).toHaveBeenCalled();
-      expect(events.of(DiagnosticsChannels.LEASE_EXPIRED)).toEqual([]);
-      expect(events.of(DiagnosticsChannels.HEARTBEAT_FAILED).length).toBeGreaterThanOrEqual(1);
-      const after = spy.of("+WPI", seq).filter((x) => x.at > endedAt);
-      // The first main-thread round within a fraction of the interval, not near the lease's end (about 3 s on).
-      expect(after.length, spy.summary()).toBeGreaterThanOrEqual(3);
-      expect(after[0]!.at - endedAt, spy.summary()).toBeLessThan(500);
-    } finally {
-      await rival.stop();
-    }
-  });
-  // A batch whose books are read per beat is not watched: it looks at the thread itself at each
-  // of its rounds, so it moves to the main thread at its next look, within one interval.
-  it.each([
-    { name: "requireProgress", confirmed: false },
-    { name: "confirmed beats", confirmed: true },
-  ])("a thread that ends without a word mid-write, the batch read per beat ($name): it beats from the main thread within one interval; the lease is kept and a second worker receives nothing", async ({ confirmed }) => {
-    const f = await createFixture(fx.nc, { ackWaitMs: 3000 });
-    const [seq] = await publish(f, 1);
-    await using spy = await AckSpy.start(fx.nc, f.stream);
-    const msgs = await fetchBatch(f, 1);
-    const deliveredAt = performance.now();
-    const policy = verifyInProgressPolicy({ enabled: true, intervalMs: 1000, maxHeartbeats: 100 }, { ackWaitMs: 3000, source: "configured" });
-    const joins = vi.spyOn(ThreadWatch.prototype, "join");
-    const rival = await startRival(jetstream(fx.rivalConn), f.stream, f.consumer);
-    using events = new EventLog([DiagnosticsChannels.LEASE_EXPIRED, DiagnosticsChannels.HEARTBEAT_FAILED]);
+    const perBeat = kind === "confirmed" ? { confirm: { connection: fx.nc } } : kind === "requireProgress" ? { requireProgress: true } : {};
     let endedAt = 0;
     try {
       const aborted = await withInProgress(msgs, async (ctx) => {
         // The write advances all along (requireProgress beats only after progress).
-        const advancing = setInterval(() => ctx.progress(), 100);
+        const advancing = kind === "requireProgress" ? setInterval(() => ctx.progress(), 100) : undefined;
         try {
           await eventually(() => spy.of("+WPI", seq).length >= 2, "two rounds from the thread");
+          // Ends the worker the way a crash would: no "failed" message, no flag in shared memory.
           const registry = (globalThis as Record<symbol, unknown>)[Symbol.for(`jetstream-inprogress.heartbeat-threads.v${PROTOCOL_VERSION}`)] as { threads: Map<string, { worker: Worker }> };
           const workers = [...registry.threads.values()].map((c) => c.worker);
           expect(workers).toHaveLength(1);
           await workers[0]!.terminate();
           endedAt = performance.now();
+          // Two AckWaits after the delivery.
           await sleep(Math.max(0, deliveredAt + 6000 - performance.now()));
           return ctx.signal.aborted;
         } finally {
           clearInterval(advancing);
         }
-      }, policy, { thread: true, connection: fx.nc, ...(confirmed ? { confirm: { connection: fx.nc } } : { requireProgress: true }) });
+      }, policy, { thread: true, connection: fx.nc, ...perBeat });
       msgs[0]!.ack();
       await fx.nc.flush();
       await rival.stop();
       expect(rival.received).toEqual([]);
       expect(aborted).toBe(false);
-      // Not watched: it never joined the watch.
-      expect(joins).not.toHaveBeenCalled();
+      // Only the plain batch joins the watch.
+      expect(joins.mock.calls.length > 0).toBe(kind === "watched");
       expect(events.of(DiagnosticsChannels.LEASE_EXPIRED)).toEqual([]);
       expect(events.of(DiagnosticsChannels.HEARTBEAT_FAILED).length).toBeGreaterThanOrEqual(1);
       const after = spy.of("+WPI", seq).filter((x) => x.at > endedAt);
+      // The first main-thread round soon, not near the lease's end (about 3 s after the last thread round).
       expect(after.length, spy.summary()).toBeGreaterThanOrEqual(3);
-      // Within one interval and a margin, far from the lease's end (about 3 s after the last thread round).
-      expect(after[0]!.at - endedAt, spy.summary()).toBeLessThan(1600);
+      expect(after[0]!.at - endedAt, spy.summary()).toBeLessThan(firstWithinMs);
     } finally {
       await rival.stop();
     }
