@@ -238,8 +238,8 @@ export class BatchRunner {
       return await this.#settle(
         list,
         {
-          ...end!,
-          cancelled: !end!.ok && signal?.aborted === true,
+          ...end,
+          cancelled: !end.ok && signal?.aborted === true,
           // Any lease lost while the write ran, whatever aborted first (read without creating
           // ctx.signal when the write never asked for it).
           leaseLost: lease?.expired === true || (ctx !== undefined && abortReasonOf(ctx) instanceof LeaseExpiredError),
