@@ -9,7 +9,7 @@ import type { MetricsRecorder } from "../telemetry/metrics-recorder.js";
 import type { TraceRecorder } from "../telemetry/tracing.js";
 import type { RoundResult } from "./heartbeat-round.js";
 import { publishLeaseEvent, wantsLeaseEvent } from "./lease-events.js";
-import type { ThreadBeats, ThreadReading } from "./thread-beats.js";
+import type { RoundCounts, ThreadBeats, ThreadReading } from "./thread-beats.js";
 /** Where a batch's books go: its metrics, its trace, the lease events. */
 export interface ReportTarget {
   readonly metrics: MetricsRecorder;
@@ -41,7 +41,7 @@ export function reportRound(result: RoundResult, beat: number, durationMs: numbe
 }
 
 /** Counts, traces and publishes what a reading shows; `first`: the beats counted before it. */
-export function reportThreadReading(r: ThreadReading, first: number, confirmed: boolean, connected: boolean, t: ReportTarget): void {
+export function reportThreadReading(r: ThreadReading, first: number, confirmed: boolean, t: ReportTarget): void {
   const { metrics, trace, batchId, size } = t;
   if (r.successes > 0) {
     metrics.count(MetricNames.IN_PROGRESS_ATTEMPTS_TOTAL, r.successes);
@@ -56,7 +56,7 @@ export function reportThreadReading(r: ThreadReading, first: number, confirmed: 
     metrics.count(MetricNames.IN_PROGRESS_ATTEMPTS_TOTAL, r.failures);
     metrics.count(MetricNames.IN_PROGRESS_FAILURES_TOTAL, r.failures);
     trace.heartbeat(r.beats, size);
-    const errorName = connected ? "TimeoutError" : "DisconnectedError";
+    const errorName = r.outage ? "DisconnectedError" : "TimeoutError";
     publishLeaseEvent("heartbeatFailed", () => ({ batchId, batchSize: size, beat: r.beats, failedMessages: size, errorName, final: false }));
   }
 }
@@ -65,7 +65,7 @@ export function reportThreadReading(r: ThreadReading, first: number, confirmed: 
 const LATE_REPLY_MARGIN_MS = 250;
 
 /** Scratch for `readRounds` (no object per reading); read into locals before any sink is called. */
-const rounds = { successes: 0, failures: 0 };
+const rounds: RoundCounts = { successes: 0, failures: 0, outage: false };
 
 /**
  * A batch under the thread watch, with metrics: counts the rounds the thread sent since the last
@@ -75,9 +75,9 @@ const rounds = { successes: 0, failures: 0 };
  */
 export function countThreadRounds(thread: ThreadBeats, first: number, t: ReportTarget): number {
   const beats = thread.readRounds(rounds);
-  const { successes, failures } = rounds;
+  const { successes, failures, outage } = rounds;
   if (failures > 0) {
-    reportThreadReading({ successes, failures, beats, lastBeatAgoMs: undefined, limit: false }, first, false, thread.connected, t);
+    reportThreadReading({ successes, failures, beats, lastBeatAgoMs: undefined, limit: false, outage }, first, false, t);
   } else if (successes > 0) {
     t.metrics.countSoon(MetricNames.IN_PROGRESS_ATTEMPTS_TOTAL, successes);
     t.metrics.countSoon(MetricNames.IN_PROGRESS_SUCCESSES_TOTAL, successes);

@@ -404,7 +404,7 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
     const first = this.beats;
     const r = thread.read();
     this.beats = r.beats;
-    reportThreadReading(r, first, this.#opts.confirm !== undefined, thread.connected, this.#reports);
+    reportThreadReading(r, first, this.#opts.confirm !== undefined, this.#reports);
     if (r.lastBeatAgoMs !== undefined) this.#refreshFrom(now - r.lastBeatAgoMs);
     // Messages the work settled itself need no beat (the thread cannot see a settle).
     if (thread.releaseSettled(this.#msgs, this.#tracker)) {

@@ -27,6 +27,18 @@ export interface ThreadReading {
   readonly lastBeatAgoMs: number | undefined;
   /** The thread sent `maxHeartbeats` rounds. */
   readonly limit: boolean;
+  /**
+   * With failures: the thread's connection was lost since the last reading, or is down now (the
+   * rounds failed for the outage, not for a reply that did not come).
+   */
+  readonly outage: boolean;
+}
+
+/** What {@link ThreadBeats.readRounds} fills in. */
+export interface RoundCounts {
+  successes: number;
+  failures: number;
+  outage: boolean;
 }
 
 /** One batch on the heartbeat thread, seen from the main thread. */
@@ -37,9 +49,11 @@ export class ThreadBeats {
   readonly #intervalMs: number;
   #seenFailures = 0;
   #seenConfirmed = 0;
+  /** The thread's disconnects at the last reading: an outage between two readings still names the failed rounds. */
+  #seenDisconnects: number;
   #released = false;
   /** Scratch for {@link ThreadBeats.read}'s counts. */
-  readonly #rounds = { successes: 0, failures: 0 };
+  readonly #rounds: RoundCounts = { successes: 0, failures: 0, outage: false };
   /** Deliveries the work settled itself, released on the thread. */
   readonly #settled: Uint8Array;
 
@@ -56,6 +70,7 @@ export class ThreadBeats {
     this.#confirm = confirm;
     this.#intervalMs = intervalMs;
     this.#settled = new Uint8Array(lease.size);
+    this.#seenDisconnects = handle.disconnects;
   }
 
   /**
@@ -128,23 +143,30 @@ export class ThreadBeats {
       beats,
       lastBeatAgoMs: last === undefined ? undefined : Math.max(0, nowEpochMs() - last),
       limit: this.#lease.state === "limit",
+      outage: this.#rounds.outage,
     };
   }
 
   /**
    * The counting half of {@link ThreadBeats.read}: the rounds accepted (confirmed, when the batch
-   * confirms) and failed since the last reading, into `into`, with nothing else read or allocated
-   * (the watch calls it per batch per look); returns the rounds sent in all.
+   * confirms) and failed since the last reading, and whether an outage explains the failures,
+   * into `into`, with nothing else read or allocated (the watch calls it per batch per look);
+   * returns the rounds sent in all.
    */
-  readRounds(into: { successes: number; failures: number }): number {
+  readRounds(into: RoundCounts): number {
     const lease = this.#lease;
     const beats = lease.beats;
     const failures = lease.failures;
     const confirmed = this.#confirm ? lease.confirmed : beats;
+    const disconnects = this.#handle.disconnects;
     into.successes = Math.max(0, confirmed - this.#seenConfirmed);
     into.failures = Math.max(0, failures - this.#seenFailures);
+    // The connection's state now is not enough: it may be back by the time the main thread reads
+    // (after a block, say), and the rounds it missed would read as unanswered.
+    into.outage = into.failures > 0 && (disconnects !== this.#seenDisconnects || !this.connected);
     this.#seenConfirmed = confirmed;
     this.#seenFailures = failures;
+    this.#seenDisconnects = disconnects;
     return beats;
   }
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { AckSpy } from "../helpers/ack-spy.js";
-import { againWhileUnanswered, consumerInfo, createFixture, fetchBatch, publish, uniqueName } from "../helpers/jetstream.js";
+import { againWhileUnanswered, consumerInfo, createFixture, eventually, fetchBatch, publish, uniqueName } from "../helpers/jetstream.js";
 import { startCluster, startServer } from "../helpers/nats-server.js";
 
 describe("test harness on a real nats-server", () => {
@@ -19,7 +19,12 @@ describe("test harness on a real nats-server", () => {
       await spy.waitFor((fr) => fr.some((x) => x.kind === "+ACK"), 5000, "the +ACK");
       expect(spy.of("+ACK", seq)).toHaveLength(1);
       expect(spy.frames[0]).toMatchObject({ stream: f.stream, consumer: f.consumer, deliveryCount: 1, streamSequence: seq });
-      const info = await consumerInfo(f);
+      // A plain ACK has no reply: the consumer can record it a moment after the spy saw it (one
+      // CI run read ack_floor 0 here on 2.10.27), so consumer info is read until it has.
+      const info = await eventually(async () => {
+        const i = await consumerInfo(f);
+        return i.ack_floor.stream_seq === seq ? i : undefined;
+      }, "the ack floor to reach the acked message", 5000);
       expect(info.ack_floor.stream_seq).toBe(seq);
       expect(info.num_ack_pending).toBe(0);
     } finally {

@@ -4,7 +4,8 @@
  * of a slow write under `CommitThenAck.run`, and a write that ignores its signal once the
  * thread reached `maxHeartbeats` (with `onLimit: "continue"` and `"abort"`), a thread that
  * ends without a word mid-write — and the same end for batches read per beat
- * (`requireProgress`, confirmed beats), which are not watched. A second worker
+ * (`requireProgress`, confirmed beats), which are not watched; and the thread's link down and
+ * back while the main thread is blocked (the missed rounds still named for the outage). A second worker
  * pulling the same durable is the proof of a kept lease (it receives nothing) and of a lease
  * that ended (it receives the message as a redelivery).
  */
@@ -13,11 +14,13 @@ import type { Worker } from "node:worker_threads";
 import { jetstream } from "@nats-io/jetstream";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { CommitThenAck, DiagnosticsChannels, HeartbeatLimitError, InMemoryMetrics, LeaseExpiredError, MetricNames, verifyInProgressPolicy, withInProgress } from "../../src/index.js";
+import { HeartbeatThread } from "../../src/lease/heartbeat-thread.js";
 import { PROTOCOL_VERSION } from "../../src/lease/heartbeat-thread-protocol.js";
 import { ThreadWatch } from "../../src/lease/thread-watch.js";
 import { AckSpy } from "../helpers/ack-spy.js";
 import { createFixture, eventually, fetchBatch, publish } from "../helpers/jetstream.js";
 import { EventLog } from "../helpers/diagnostics.js";
+import { ProxyThread } from "../helpers/proxy-thread.js";
 import { startRival, type Rival } from "../helpers/rival.js";
 import { useServer, useWarmThread } from "../helpers/server-fixture.js";
 import { TcpProxy } from "../reliability/tcp-proxy.js";
@@ -178,6 +181,66 @@ describe("the thread watch at the edges", () => {
       expect(metrics.snapshot().counters[MetricNames.IN_PROGRESS_FAILURES_TOTAL] ?? 0).toBeGreaterThanOrEqual(1);
     } finally {
       await rival.stop();
+    }
+  });
+
+  // Without metrics the failed rounds are read at the batch's end; with them, at the watch's looks.
+  it.each([
+    { books: "no metrics", metrics: undefined },
+    { books: "metrics", metrics: new InMemoryMetrics() },
+  ])("the thread's link down and back while the main thread is blocked ($books): the rounds it missed are named DisconnectedError though the thread is connected again when the books are read; the lease is kept and a second worker receives nothing", async ({ metrics }) => {
+    const f = await createFixture(fx.nc, { ackWaitMs: 4000 });
+    const [seq] = await publish(f, 1);
+    await using spy = await AckSpy.start(fx.nc, f.stream);
+    // On a thread of its own: it cuts and restores while this one is blocked.
+    await using proxy = await ProxyThread.start(fx.srv.port);
+    const thread = HeartbeatThread.acquire({ servers: proxy.url });
+    let rival: Rival | undefined;
+    try {
+      await thread.ready();
+      const msgs = await fetchBatch(f, 1);
+      expect(msgs).toHaveLength(1);
+      rival = await startRival(jetstream(fx.rivalConn), f.stream, f.consumer);
+      const policy = verifyInProgressPolicy({ enabled: true, intervalMs: 500, maxHeartbeats: 100 }, { ackWaitMs: 4000, source: "configured" });
+      using events = new EventLog([DiagnosticsChannels.HEARTBEAT_FAILED, DiagnosticsChannels.LEASE_EXPIRED]);
+      let unblockedAt = 0;
+      const seen = await withInProgress(msgs, async (ctx) => {
+        await eventually(() => spy.of("+WPI", seq).length >= 1, "the thread's first round");
+        const disconnects = thread.disconnects;
+        // Down for 900 ms (a round or two find no connection), back at the thread's next
+        // reconnect (every 500 ms), all within the block: nothing of the library's runs here.
+        // The block ends once the thread was seen down and is up again after the proxy took
+        // connections again (all read from shared memory), 8 s at most.
+        const restores = proxy.restores;
+        proxy.cutFor(900);
+        const end = performance.now() + 8000;
+        let sawDown = false;
+        while (performance.now() < end) {
+          const up = thread.state === "connected";
+          sawDown ||= !up;
+          if (sawDown && up && proxy.restores > restores) break;
+        }
+        unblockedAt = Date.now();
+        // Read before this thread yields: the books have not been read since the block began.
+        const at = { state: thread.state, disconnects: thread.disconnects - disconnects };
+        await sleep(1200);
+        return { ...at, aborted: ctx.signal.aborted };
+      }, policy, { thread: { servers: proxy.url }, connection: fx.nc, ...(metrics ? { metrics } : {}) });
+      msgs[0]!.ack();
+      await fx.nc.flush();
+      await rival.stop();
+      expect(rival.received).toEqual([]);
+      // The case under test: the link went down and was back before the main thread read a thing.
+      expect(seen).toEqual({ state: "connected", disconnects: 1, aborted: false });
+      expect(proxy.restoredAt).toBeLessThan(unblockedAt);
+      const failed = events.of(DiagnosticsChannels.HEARTBEAT_FAILED);
+      expect(failed.length, spy.summary()).toBeGreaterThanOrEqual(1);
+      expect(failed.map((e) => e.errorName)).toEqual(failed.map(() => "DisconnectedError"));
+      if (metrics) expect(metrics.snapshot().counters[MetricNames.IN_PROGRESS_FAILURES_TOTAL]).toBeGreaterThanOrEqual(1);
+      expect(events.of(DiagnosticsChannels.LEASE_EXPIRED)).toEqual([]);
+    } finally {
+      await rival?.stop();
+      thread.release();
     }
   });
 
