@@ -56,8 +56,9 @@ export function reportThreadReading(r: ThreadReading, first: number, confirmed: 
     metrics.count(MetricNames.IN_PROGRESS_ATTEMPTS_TOTAL, r.failures);
     metrics.count(MetricNames.IN_PROGRESS_FAILURES_TOTAL, r.failures);
     trace.heartbeat(r.beats, size);
-    const errorName = r.outage ? "DisconnectedError" : "TimeoutError";
-    publishLeaseEvent("heartbeatFailed", () => ({ batchId, batchSize: size, beat: r.beats, failedMessages: size, errorName, final: false }));
+    // Named by what the thread saw when each round failed: an outage, or replies that did not come.
+    if (r.outages > 0) publishLeaseEvent("heartbeatFailed", () => ({ batchId, batchSize: size, beat: r.beats, failedMessages: size, errorName: "DisconnectedError", final: false }));
+    if (r.failures > r.outages) publishLeaseEvent("heartbeatFailed", () => ({ batchId, batchSize: size, beat: r.beats, failedMessages: size, errorName: "TimeoutError", final: false }));
   }
 }
 
@@ -65,7 +66,7 @@ export function reportThreadReading(r: ThreadReading, first: number, confirmed: 
 const LATE_REPLY_MARGIN_MS = 250;
 
 /** Scratch for `readRounds` (no object per reading); read into locals before any sink is called. */
-const rounds: RoundCounts = { successes: 0, failures: 0, outage: false };
+const rounds: RoundCounts = { successes: 0, failures: 0, outages: 0 };
 
 /**
  * A batch under the thread watch, with metrics: counts the rounds the thread sent since the last
@@ -75,9 +76,9 @@ const rounds: RoundCounts = { successes: 0, failures: 0, outage: false };
  */
 export function countThreadRounds(thread: ThreadBeats, first: number, t: ReportTarget): number {
   const beats = thread.readRounds(rounds);
-  const { successes, failures, outage } = rounds;
+  const { successes, failures, outages } = rounds;
   if (failures > 0) {
-    reportThreadReading({ successes, failures, beats, lastBeatAgoMs: undefined, limit: false, outage }, first, false, t);
+    reportThreadReading({ successes, failures, beats, lastBeatAgoMs: undefined, limit: false, outages }, first, false, t);
   } else if (successes > 0) {
     t.metrics.countSoon(MetricNames.IN_PROGRESS_ATTEMPTS_TOTAL, successes);
     t.metrics.countSoon(MetricNames.IN_PROGRESS_SUCCESSES_TOTAL, successes);

@@ -24,6 +24,7 @@ import {
   planBeat,
   publishHeadDue,
   recordConfirmed,
+  recordFailedRound,
   recordFailure,
   SLOT,
   slotView,
@@ -271,7 +272,8 @@ function runBatch(b: Batch, now: number): void {
     sent = false;
   }
   endRound(b.slot, now, plan.progress, sent && b.confirmTimeoutMs === 0);
-  if (!sent) Atomics.add(b.slot.ints, SLOT.FAILURES, 1);
+  // A publish that threw on a connection that went down meanwhile failed for the outage.
+  if (!sent) recordFailedRound(b.slot, !connected);
   setFailed(b, !sent);
   countLimit(b);
   scheduler.schedule(b, now + interval, now);
@@ -302,9 +304,11 @@ function sendConfirmed(conn: NatsConnection, b: Batch, sentAt: number): void {
   for (let i = 0; i < subjects.length; i++) {
     if (!isReleased(slot, i)) replies.push(conn.request(subjects[i]!, WPI, { timeout: b.confirmTimeoutMs }));
   }
+  const lostBefore = Atomics.load(ints, CONTROL.DISCONNECTS);
   void Promise.allSettled(replies).then((results) => {
     if (results.every((r) => r.status === "fulfilled")) recordConfirmed(slot, sentAt);
-    else Atomics.add(slot.ints, SLOT.FAILURES, 1);
+    // Replies that did not come because the connection was lost meanwhile: an outage, not a timeout.
+    else recordFailedRound(slot, !connected || Atomics.load(ints, CONTROL.DISCONNECTS) !== lostBefore);
   });
 }
 

@@ -81,6 +81,11 @@ export class ThreadLease {
     return readCount(this.#slot, SLOT.FAILURES);
   }
 
+  /** Of {@link failures}, the rounds that failed for an outage of the thread's connection. */
+  get outages(): number {
+    return readCount(this.#slot, SLOT.OUTAGES);
+  }
+
   /** Confirmed beats: rounds whose every request got the server's reply. */
   get confirmed(): number {
     return readCount(this.#slot, SLOT.CONFIRMED);

@@ -27,7 +27,7 @@
 import type { CheckedThreadConnection } from "./heartbeat-thread-options.js";
 
 /** Bumped when the layout changes: threads of two layouts never share a registry entry. */
-export const PROTOCOL_VERSION = 2;
+export const PROTOCOL_VERSION = 3;
 
 /** Control block fields (Int32). */
 export const CONTROL = {
@@ -83,6 +83,12 @@ export const SLOT = {
   /** Rounds whose every request got a reply (confirmed beats). */
   CONFIRMED: 12,
   CONFIRM_TIMEOUT_MS: 13,
+  /**
+   * Of FAILURES, the rounds that failed for an outage: the connection was down when they were
+   * due, or was lost while a confirmed round waited for its replies. Counted when it happens:
+   * the main thread may read long after the connection came back.
+   */
+  OUTAGES: 14,
 } as const;
 const SLOT_INTS = 16;
 
@@ -332,8 +338,14 @@ export function endRound(slot: Slot, now: number, progress: number, accepted: bo
 
 /** Worker: a due round could not be sent (connection down); try again after `retryMs`. */
 export function recordFailure(slot: Slot, now: number, retryMs: number): void {
-  Atomics.add(slot.ints, SLOT.FAILURES, 1);
+  recordFailedRound(slot, true);
   Atomics.store(slot.times, TIME.NEXT_DUE, toTime(now + retryMs));
+}
+
+/** Worker: a round failed; `outage`: for the connection (down, or lost while the round waited). */
+export function recordFailedRound(slot: Slot, outage: boolean): void {
+  if (outage) Atomics.add(slot.ints, SLOT.OUTAGES, 1);
+  Atomics.add(slot.ints, SLOT.FAILURES, 1);
 }
 
 /** Worker: every request of the round sent at `sentAt` got a reply. */

@@ -28,17 +28,17 @@ export interface ThreadReading {
   /** The thread sent `maxHeartbeats` rounds. */
   readonly limit: boolean;
   /**
-   * With failures: the thread's connection was lost since the last reading, or is down now (the
-   * rounds failed for the outage, not for a reply that did not come).
+   * Of `failures`, the rounds that failed for an outage of the thread's connection (down when
+   * due, or lost while their replies were awaited); the others were not answered in time.
    */
-  readonly outage: boolean;
+  readonly outages: number;
 }
 
 /** What {@link ThreadBeats.readRounds} fills in. */
 export interface RoundCounts {
   successes: number;
   failures: number;
-  outage: boolean;
+  outages: number;
 }
 
 /** One batch on the heartbeat thread, seen from the main thread. */
@@ -49,11 +49,10 @@ export class ThreadBeats {
   readonly #intervalMs: number;
   #seenFailures = 0;
   #seenConfirmed = 0;
-  /** The thread's disconnects at the last reading: an outage between two readings still names the failed rounds. */
-  #seenDisconnects: number;
+  #seenOutages = 0;
   #released = false;
   /** Scratch for {@link ThreadBeats.read}'s counts. */
-  readonly #rounds: RoundCounts = { successes: 0, failures: 0, outage: false };
+  readonly #rounds: RoundCounts = { successes: 0, failures: 0, outages: 0 };
   /** Deliveries the work settled itself, released on the thread. */
   readonly #settled: Uint8Array;
 
@@ -70,7 +69,6 @@ export class ThreadBeats {
     this.#confirm = confirm;
     this.#intervalMs = intervalMs;
     this.#settled = new Uint8Array(lease.size);
-    this.#seenDisconnects = handle.disconnects;
   }
 
   /**
@@ -143,30 +141,31 @@ export class ThreadBeats {
       beats,
       lastBeatAgoMs: last === undefined ? undefined : Math.max(0, nowEpochMs() - last),
       limit: this.#lease.state === "limit",
-      outage: this.#rounds.outage,
+      outages: this.#rounds.outages,
     };
   }
 
   /**
    * The counting half of {@link ThreadBeats.read}: the rounds accepted (confirmed, when the batch
-   * confirms) and failed since the last reading, and whether an outage explains the failures,
+   * confirms) and failed since the last reading, and how many of those failed for an outage,
    * into `into`, with nothing else read or allocated (the watch calls it per batch per look);
    * returns the rounds sent in all.
    */
   readRounds(into: RoundCounts): number {
     const lease = this.#lease;
     const beats = lease.beats;
+    // The thread counts an outage before the failure it belongs to, and the failures are read
+    // first: the outages read cover every failure read (one more, at most, is on its way and
+    // stays for the next reading).
     const failures = lease.failures;
+    const outages = lease.outages;
     const confirmed = this.#confirm ? lease.confirmed : beats;
-    const disconnects = this.#handle.disconnects;
     into.successes = Math.max(0, confirmed - this.#seenConfirmed);
     into.failures = Math.max(0, failures - this.#seenFailures);
-    // The connection's state now is not enough: it may be back by the time the main thread reads
-    // (after a block, say), and the rounds it missed would read as unanswered.
-    into.outage = into.failures > 0 && (disconnects !== this.#seenDisconnects || !this.connected);
+    into.outages = Math.min(into.failures, Math.max(0, outages - this.#seenOutages));
     this.#seenConfirmed = confirmed;
     this.#seenFailures = failures;
-    this.#seenDisconnects = disconnects;
+    this.#seenOutages += into.outages;
     return beats;
   }
 

@@ -6,18 +6,16 @@ import { parentPort, workerData } from "node:worker_threads";
 import { TcpProxy } from "../reliability/tcp-proxy.js";
 
 const port = parentPort!;
-const data = workerData as { targetPort: number; counts: SharedArrayBuffer };
-// [cuts, restores], for a main thread that cannot read a message while it is blocked.
-const counts = new Int32Array(data.counts);
+const data = workerData as { targetPort: number; restores: SharedArrayBuffer };
+// Restores so far, for a main thread that cannot read a message while it is blocked.
+const restores = new Int32Array(data.restores);
 const proxy = await TcpProxy.start(data.targetPort);
 port.on("message", (m: { type: "cut"; downMs: number } | { type: "close" }) => {
   if (m.type === "cut") {
     proxy.cut();
-    Atomics.add(counts, 0, 1);
-    port.postMessage({ type: "cut", at: Date.now() });
     setTimeout(() => {
       proxy.restore();
-      Atomics.add(counts, 1, 1);
+      Atomics.add(restores, 0, 1);
       port.postMessage({ type: "restored", at: Date.now() });
     }, m.downMs);
   } else {

@@ -9,37 +9,35 @@ import { join } from "node:path";
 import type { Worker } from "node:worker_threads";
 import { tsWorker } from "./ts-worker.js";
 
-type Report = { type: "ready"; port: number } | { type: "cut"; at: number } | { type: "restored"; at: number } | { type: "closed" };
+type Report = { type: "ready"; port: number } | { type: "restored"; at: number } | { type: "closed" };
 
 export class ProxyThread implements AsyncDisposable {
   readonly #worker: Worker;
-  readonly #counts: Int32Array;
+  readonly #restores: Int32Array;
   readonly port: number;
-  /** When the last cut took effect, and when the proxy took connections again after it. */
-  cutAt: number | undefined;
+  /** When the proxy took connections again after the last cut. */
   restoredAt: number | undefined;
 
-  private constructor(worker: Worker, counts: Int32Array, port: number) {
+  private constructor(worker: Worker, restores: Int32Array, port: number) {
     this.#worker = worker;
-    this.#counts = counts;
+    this.#restores = restores;
     this.port = port;
     worker.on("message", (m: Report) => {
-      if (m.type === "cut") this.cutAt = m.at;
-      else if (m.type === "restored") this.restoredAt = m.at;
+      if (m.type === "restored") this.restoredAt = m.at;
     });
   }
 
   /** Starts the proxy, forwarding to `127.0.0.1:targetPort`. */
   static async start(targetPort: number): Promise<ProxyThread> {
-    const counts = new SharedArrayBuffer(8);
-    const worker = tsWorker(join(import.meta.dirname, "proxy-thread-entry.ts"), { targetPort, counts });
+    const restores = new SharedArrayBuffer(4);
+    const worker = tsWorker(join(import.meta.dirname, "proxy-thread-entry.ts"), { targetPort, restores });
     worker.unref();
     const ready = new Promise<number>((resolve, reject) => {
       worker.on("message", (m: Report) => m.type === "ready" && resolve(m.port));
       worker.once("error", reject);
       worker.once("exit", (code) => reject(new Error(`the proxy thread exited (${code}) before it listened`)));
     });
-    return new ProxyThread(worker, new Int32Array(counts), await ready);
+    return new ProxyThread(worker, new Int32Array(restores), await ready);
   }
 
   get url(): string {
@@ -48,7 +46,7 @@ export class ProxyThread implements AsyncDisposable {
 
   /** Restores so far, read from shared memory: current while this thread is blocked. */
   get restores(): number {
-    return Atomics.load(this.#counts, 1);
+    return Atomics.load(this.#restores, 0);
   }
 
   /** Cuts every connection as soon as the worker reads this, and takes new ones `downMs` later. */
