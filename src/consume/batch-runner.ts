@@ -12,6 +12,7 @@ import { sharedScheduler } from "../lease/scheduler.js";
 import type { WorkContext, WithInProgressOptions } from "../lease/work-context.js";
 import { abortReasonOf } from "../lease/work-run.js";
 import { HeartbeatThread } from "../lease/heartbeat-thread.js";
+import { threadRttMs } from "./link-check.js";
 import { threadConnectionFor } from "../lease/heartbeat-thread-options.js";
 import { assertMessage, superviseWork } from "../lease/with-in-progress.js";
 import { nextTurn } from "../nats/next-turn.js";
@@ -69,6 +70,14 @@ export interface LoopSettle {
 /** How long a loop's start waits for the heartbeat thread's connection. */
 const THREAD_READY_MS = 5000;
 const NO_RELEASE = (): void => undefined;
+
+/** The heartbeat thread as a loop holds it: its release, and its link's round trip when measured. */
+export interface HeldThread {
+  release(): void;
+  readonly rttMs: number | undefined;
+}
+
+const NOT_HELD: HeldThread = Object.freeze({ release: NO_RELEASE, rttMs: undefined });
 
 /** Runs batches and settles them, abandoned ones included. */
 export class BatchRunner {
@@ -128,24 +137,25 @@ export class BatchRunner {
    * — the host's connection is up, and a batch handed to a thread that never connects gets no
    * beat at all.
    *
-   * @returns the release, for when the loop ends.
+   * @returns the release, for when the loop ends, and the round trip through the thread's
+   * connection once it is up (the loop judges that link as it judges the host's).
    */
-  async holdThread(report: (err: Error) => void): Promise<() => void> {
+  async holdThread(report: (err: Error) => void): Promise<HeldThread> {
     const connection = this.#heartbeat?.thread;
-    if (connection === undefined || connection === true) return NO_RELEASE;
+    if (connection === undefined || connection === true) return NOT_HELD;
     let handle: HeartbeatThread;
     try {
       handle = HeartbeatThread.acquire(connection);
     } catch (err) {
       report(err as Error);
-      return NO_RELEASE;
+      return NOT_HELD;
     }
     try {
       await handle.ready(THREAD_READY_MS);
     } catch (err) {
       if (!(err instanceof HeartbeatThreadError && err.reason === "not_ready")) {
         report(err as Error);
-        return () => handle.release();
+        return { release: () => handle.release(), rttMs: undefined };
       }
       handle.release();
       if (this.#heartbeat !== undefined) {
@@ -153,9 +163,9 @@ export class BatchRunner {
         this.#heartbeat = mainThread;
       }
       report(new HeartbeatThreadError("not_ready", `${err.message} (check its servers, TLS and credentials, and the server's or the account's connection limit): this instance's batches beat from the main thread from now on`, { cause: err }));
-      return NO_RELEASE;
+      return NOT_HELD;
     }
-    return () => handle.release();
+    return { release: () => handle.release(), rttMs: await threadRttMs(handle) };
   }
 
   /** Runs `write` for `list` under the heartbeat policy, then settles every message. */

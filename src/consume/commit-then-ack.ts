@@ -5,6 +5,7 @@
  * terminated — never lost.
  */
 import type { JetStreamManager, JsMsg } from "@nats-io/jetstream";
+import { ConsumerPolicyError } from "../errors.js";
 import type { WorkContext } from "../lease/work-context.js";
 import type { JetStreamManagerLike, JsMsgLike, PullConsumerLike } from "../nats/client-types.js";
 import { connectionOfConsumer, serverVersionOf } from "../nats/connection-state.js";
@@ -29,6 +30,7 @@ import { readBinding, type ConsumerBinding } from "./consumer-binding.js";
 import { checkDeadLetterSubject } from "./dead-letter-check.js";
 import { inspectConsumer } from "./inspect.js";
 import { shortestWindowMs } from "./intake-plan.js";
+import { threadLinkProblem } from "./link-check.js";
 import { setUpLoop, type LoopConsumer, type LoopInputs, type LoopSetup } from "./loop-setup.js";
 import { runEachMessage } from "./run-each.js";
 import { runBatches } from "./run-loop.js";
@@ -400,13 +402,14 @@ export class CommitThenAck {
     this.#runner.learnThreadSource(connectionOfConsumer(consumer));
     // The loop holds one child of the instance's signal for its whole life; released when it ends.
     const child = this.#signal.child();
+    const intervalMs = isVerifiedPolicy(this.#policy) && this.#policy.enabled ? this.#policy.intervalMs : undefined;
     try {
       const setup = await setUpLoop(
         consumer,
         { ...settings, signal: combineSignals(child.signal, settings.signal) },
         {
           binding: this.#binding,
-          intervalMs: isVerifiedPolicy(this.#policy) && this.#policy.enabled ? this.#policy.intervalMs : undefined,
+          intervalMs,
           metrics: this.#metrics,
           connection: this.#options.connection as LoopInputs["connection"],
           shutdownTimeoutMs: this.#shutdownTimeoutMs,
@@ -420,11 +423,17 @@ export class CommitThenAck {
       // What the consumer object already knew: no read at settle time.
       if (stream !== undefined && name !== undefined && maxDeliver !== undefined) this.#limits.learn(stream, name, maxDeliver);
       this.#runner.learnWindow(shortestWindowMs(ackWaitMs, backOffMs));
-      const releaseThread = await this.#runner.holdThread((err) => void callGuarded(settings.onError, err, Object.freeze({ during: "start" as const })));
+      const thread = await this.#runner.holdThread((err) => void callGuarded(settings.onError, err, Object.freeze({ during: "start" as const })));
+      // The beats leave on the thread's own link: it must fit the lease as the host's must.
+      const slow = thread.rttMs === undefined ? undefined : threadLinkProblem(thread.rttMs, intervalMs, shortestWindowMs(ackWaitMs, backOffMs));
+      if (slow !== undefined) {
+        thread.release();
+        throw new ConsumerPolicyError("link_too_slow", { stream: stream ?? "?", consumer: name ?? "?", message: slow });
+      }
       return {
         setup,
         release: () => {
-          releaseThread();
+          thread.release();
           child.release();
         },
       };

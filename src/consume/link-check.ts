@@ -35,6 +35,22 @@ export async function measureRttMs(connection: unknown): Promise<number | undefi
   }
 }
 
+/**
+ * The round trip through the heartbeat thread's own connection: a flush (its PING answered),
+ * timed from the main thread. It holds the hops to the worker and back as well, a little more
+ * than the link's own, which errs on the side of refusing; `undefined` when it did not answer in
+ * time (not judged here, as for the host's link).
+ */
+export async function threadRttMs(thread: { flush(timeoutMs: number): Promise<void> }): Promise<number | undefined> {
+  const started = performance.now();
+  try {
+    await thread.flush(RTT_TIMEOUT_MS);
+  } catch {
+    return undefined;
+  }
+  return performance.now() - started;
+}
+
 /** What the link must fit. */
 export interface LinkLimits {
   /** The fetch expiry, when the loop fetches (a subscription's pulls are not ended by the client). */
@@ -69,4 +85,12 @@ export function linkProblem(rttMs: number, limits: LinkLimits): string | undefin
     );
   }
   return undefined;
+}
+
+/** {@link linkProblem} for the heartbeat thread's own connection (only the beats' rule applies: it pulls nothing). */
+export function threadLinkProblem(rttMs: number, intervalMs: number | undefined, windowMs: number | undefined): string | undefined {
+  const problem = linkProblem(rttMs, { pullExpiryMs: undefined, intervalMs, windowMs });
+  return problem === undefined
+    ? undefined
+    : `the heartbeat thread's own connection (heartbeat.thread) is too slow for its beats: ${problem.replace(/ or run the worker nearer the server$/, " point heartbeat.thread at a nearer server, or leave the thread off")}`;
 }

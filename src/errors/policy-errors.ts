@@ -102,7 +102,8 @@ export class InProgressPolicyError extends Error {
  *   `max_ack_pending` is below what the loop could hold at once.
  * - `link_too_slow`: thrown by the loops before their first pull: the heartbeat interval plus
  *   twice the round trip to the server (measured then) reaches the consumer's redelivery
- *   window (beats would arrive after the lease ended), or, for a consumer object without
+ *   window (beats would arrive after the lease ended) — on the heartbeat thread's own
+ *   connection too, with `heartbeat: { thread }` — or, for a consumer object without
  *   `consume()` that the loop must fetch from, the round trip is a third or more of the pull
  *   expiry (the client would end fetches the server still delivers into).
  * - Reported by the loops to `onError`, not thrown: `pull_expiry_clamped` (`expiresMs` is above

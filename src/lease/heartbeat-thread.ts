@@ -378,6 +378,16 @@ export class HeartbeatThread {
   }
 
   /**
+   * Resolves once the server answered a PING on the thread's connection, sent after everything
+   * the thread published so far (the loops time it: the round trip of the thread's own link).
+   *
+   * @throws HeartbeatThreadError `not_flushed` after `timeoutMs`, `closed` if the thread is gone.
+   */
+  flush(timeoutMs: number): Promise<void> {
+    return this.#core.flush(timeoutMs);
+  }
+
+  /**
    * Puts a batch under the thread's heartbeat: from `firstDueAt`, every `intervalMs`, one `+WPI`
    * to each reply subject still unreleased, at most `maxHeartbeats` rounds. The thread need not
    * be connected yet: rounds due before it is count as failures.

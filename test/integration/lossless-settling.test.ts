@@ -518,6 +518,33 @@ describe("lossless settling on a real nats-server", () => {
     expect(r.messages[0]!.settleError).toMatchObject({ name: "AckNotConfirmedError", lastFailure: "no_responders" });
   });
 
+  it("17b. a subscriber on the ack subjects (an audit tap) hides the refusal: the same confirmed ACK to a deleted consumer times out instead, within the same bound", async () => {
+    const f = await createFixture(fx.nc, { ackWaitMs: 30_000 });
+    await publish(f, 1);
+    const tapped: string[] = [];
+    const tap = fx.spyConn.subscribe(`$JS.ACK.${f.stream}.>`, { callback: (_err, m) => void tapped.push(new TextDecoder().decode(m.data)) });
+    await fx.spyConn.flush();
+    try {
+      const policy = verifyInProgressPolicy({ enabled: false, shutdownTimeoutMs: 500 }, undefined);
+      const shutdown = new AbortController();
+      const ack = new CommitThenAck({ inProgress: policy, signal: shutdown.signal, connection: fx.nc, confirmAck: { timeoutMs: 5000, retries: 5 } });
+      const msgs = await fetchBatch(f, 1);
+      const started = performance.now();
+      const r = await ack.process(msgs, async () => {
+        await f.jsm.consumers.delete(f.stream, f.consumer);
+        shutdown.abort();
+      });
+      expect(performance.now() - started).toBeLessThan(2500);
+      expect(r.messages[0]).toMatchObject({ action: "acked", confirmed: false });
+      // The tap is a responder to the server: no "no responders" status comes back, so nothing
+      // tells an election (or a deleted consumer) from a slow answer (the runbook's "ACK subjects").
+      expect(r.messages[0]!.settleError).toMatchObject({ name: "AckNotConfirmedError", lastFailure: "timeout" });
+      expect(tapped).toContain("+ACK");
+    } finally {
+      tap.unsubscribe();
+    }
+  });
+
   it("18. the connection closes during a write that fails on the last allowed delivery: reported exhausted (not left), as the server then drops it", async () => {
     const worker = await fx.srv.connect();
     const f = await createFixture(worker, { ackWaitMs: 1000, maxDeliver: 1 });

@@ -134,4 +134,45 @@ describe("a slow link to the server", () => {
     expect(r.info.ack_floor.stream_seq).toBe(5);
     expect(r.info.delivered.consumer_seq).toBe(5);
   }, 60_000);
+
+  it.each(["run", "runEach"] as const)(
+    "%s whose heartbeat thread's own link is too slow for the beats is refused before its first pull, the host's link being fast; the thread on a fast link starts and acks",
+    async (loop) => {
+      const f = await createFixture(fx.nc, { ackWaitMs: 2000 });
+      fx.nc.publish(f.subject, "m");
+      await fx.nc.flush();
+      // 400 ms each way on the thread's link only: beats every 1 s plus twice that reach AckWait.
+      await using proxy = await TcpProxy.start(fx.srv.port, { latencyMs: LATENCY_MS, returnLatencyMs: LATENCY_MS });
+      const worker = await connect({ servers: fx.srv.url });
+      try {
+        const consumer = await jetstream(worker).consumers.get(f.stream, f.consumer);
+        const options = (servers: string) => ({ inProgress: { enabled: true, intervalMs: 1000 }, heartbeat: { thread: { servers } }, connection: worker });
+        let writes = 0;
+        const write = async (): Promise<void> => void (writes += 1);
+        const slowThread = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, options(proxy.url));
+        const err = await (loop === "run" ? slowThread.run(consumer, write) : slowThread.runEach(consumer, write)).catch((e: unknown) => e);
+        expect(err).toBeInstanceOf(ConsumerPolicyError);
+        expect((err as ConsumerPolicyError).reason).toBe("link_too_slow");
+        expect((err as Error).message).toMatch(
+          /the heartbeat thread's own connection \(heartbeat\.thread\) is too slow for its beats: the round trip to the server took \d+ ms.*heartbeat interval \(1000 ms\).*redelivery window \(2000 ms\)\. Lower intervalMs below \d+, raise AckWait, point heartbeat\.thread at a nearer server, or leave the thread off/,
+        );
+        expect(writes).toBe(0);
+        const info = await consumerInfo(f);
+        expect(info.delivered.stream_seq).toBe(0);
+        expect(info.num_waiting).toBe(0);
+
+        // The same loop with the thread on the server's own address: it starts, writes and acks.
+        const fastThread = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, options(fx.srv.url));
+        const stop = new AbortController();
+        const running = loop === "run" ? fastThread.run(consumer, write, { signal: stop.signal }) : fastThread.runEach(consumer, write, { signal: stop.signal });
+        await eventually(async () => (await consumerInfo(f)).ack_floor.stream_seq === 1, "the message acked", 10_000);
+        stop.abort();
+        await running;
+        expect(writes).toBe(1);
+      } finally {
+        await worker.close();
+      }
+    },
+    30_000,
+  );
 });
