@@ -130,11 +130,9 @@ describe("the thread watch", () => {
     const f = await createFixture(fx.nc, { ackWaitMs: 3000 });
     const [seq] = await publish(f, 1);
     await using spy = await AckSpy.start(fx.nc, f.stream);
-    const msgs = await fetchBatch(f, 1);
     const policy = verifyInProgressPolicy({ enabled: true, intervalMs: 800, maxHeartbeats: 100 }, { ackWaitMs: 3000, source: "configured" });
     const metrics = new InMemoryMetrics();
     const joins = vi.spyOn(ThreadWatch.prototype, "join");
-    const rival = await startRival(jetstream(fx.rivalConn), f.stream, f.consumer);
     // The beats go through a link that holds each frame 300 ms: the work ends right after its
     // fourth round left, before the server could answer it.
     await using proxy = await TcpProxy.start(fx.srv.port, { latencyMs: 300 });
@@ -144,6 +142,10 @@ describe("the thread watch", () => {
     const slowThread = thread ? HeartbeatThread.acquire({ servers: proxy.url }) : undefined;
     try {
       await slowThread?.ready();
+      // Fetched once both slow connections are up: their set-up (over 2 s on a loaded machine)
+      // would otherwise spend the message's AckWait before its first beat could leave.
+      const msgs = await fetchBatch(f, 1);
+      const rival = await startRival(jetstream(fx.rivalConn), f.stream, f.consumer);
       const confirm = { connection: slow, timeoutMs: 1500 };
       const work = async (ctx: WorkContext): Promise<void> => {
         await eventually(() => ctx.heartbeats >= 4, "four rounds counted", 20_000, 10);
