@@ -81,9 +81,9 @@ export class ThreadLease {
     return readCount(this.#slot, SLOT.FAILURES);
   }
 
-  /** Of {@link failures}, the rounds that failed for an outage of the thread's connection. */
-  get outages(): number {
-    return readCount(this.#slot, SLOT.OUTAGES);
+  /** {@link failures} by kind, outages and the others in one word (`SLOT.FAILED_KINDS`, `OTHER_FAILURE`). */
+  get failedKinds(): number {
+    return readCount(this.#slot, SLOT.FAILED_KINDS);
   }
 
   /** Confirmed beats: rounds whose every request got the server's reply. */

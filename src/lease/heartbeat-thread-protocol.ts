@@ -27,7 +27,7 @@
 import type { CheckedThreadConnection } from "./heartbeat-thread-options.js";
 
 /** Bumped when the layout changes: threads of two layouts never share a registry entry. */
-export const PROTOCOL_VERSION = 3;
+export const PROTOCOL_VERSION = 4;
 
 /** Control block fields (Int32). */
 export const CONTROL = {
@@ -84,12 +84,29 @@ export const SLOT = {
   CONFIRMED: 12,
   CONFIRM_TIMEOUT_MS: 13,
   /**
-   * Of FAILURES, the rounds that failed for an outage: the connection was down when they were
-   * due, or was lost while a confirmed round waited for its replies. Counted when it happens:
-   * the main thread may read long after the connection came back.
+   * FAILURES again, by kind, in one word the main thread reads at once: +1 for a round that
+   * failed for an outage (the connection was down when it was due, or was lost while a confirmed
+   * round waited for its replies), +{@link OTHER_FAILURE} for any other. Counted when it
+   * happens: the main thread may read long after the connection came back. One word, so a
+   * reading never holds a round without its kind.
    */
-  OUTAGES: 14,
+  FAILED_KINDS: 14,
 } as const;
+
+/**
+ * What a failed round that was not an outage adds to FAILED_KINDS; an outage adds 1. The word
+ * wraps: the difference between two readings, modulo 2^32, holds the outages in its low 16 bits
+ * and the others above, exactly while fewer than 65,536 rounds of each kind fail between two
+ * readings (the main thread reads about every interval; the thread fails at most a round per retry).
+ */
+export const OTHER_FAILURE = 0x1_0000;
+
+/** Main thread: the rounds failed between two readings of FAILED_KINDS (`before`, `after`), into `into` (no allocation). */
+export function failedSince(before: number, after: number, into: { failures: number; outages: number }): void {
+  const d = (after - before) >>> 0;
+  into.outages = d & (OTHER_FAILURE - 1);
+  into.failures = into.outages + Math.trunc(d / OTHER_FAILURE);
+}
 const SLOT_INTS = 16;
 
 /** Slot times (BigInt64, epoch microseconds). */
@@ -344,7 +361,7 @@ export function recordFailure(slot: Slot, now: number, retryMs: number): void {
 
 /** Worker: a round failed; `outage`: for the connection (down, or lost while the round waited). */
 export function recordFailedRound(slot: Slot, outage: boolean): void {
-  if (outage) Atomics.add(slot.ints, SLOT.OUTAGES, 1);
+  Atomics.add(slot.ints, SLOT.FAILED_KINDS, outage ? 1 : OTHER_FAILURE);
   Atomics.add(slot.ints, SLOT.FAILURES, 1);
 }
 

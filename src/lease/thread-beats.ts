@@ -9,7 +9,7 @@ import { isSettled, replySubject } from "../nats/message-access.js";
 import { HeartbeatThread, threadControl } from "./heartbeat-thread.js";
 import type { ThreadLease } from "./heartbeat-thread-lease.js";
 import type { CheckedThreadConnection } from "./heartbeat-thread-options.js";
-import { CONTROL, nowEpochMs, type ControlBlock } from "./heartbeat-thread-protocol.js";
+import { CONTROL, failedSince, nowEpochMs, type ControlBlock } from "./heartbeat-thread-protocol.js";
 
 /** How long the flush before a final frame may take at most (the thread's connection is slow or down). */
 const MAX_QUIET_MS = 2000;
@@ -47,9 +47,9 @@ export class ThreadBeats {
   readonly #lease: ThreadLease;
   readonly #confirm: boolean;
   readonly #intervalMs: number;
-  #seenFailures = 0;
   #seenConfirmed = 0;
-  #seenOutages = 0;
+  /** `SLOT.FAILED_KINDS` at the last reading. */
+  #seenKinds = 0;
   #released = false;
   /** Scratch for {@link ThreadBeats.read}'s counts. */
   readonly #rounds: RoundCounts = { successes: 0, failures: 0, outages: 0 };
@@ -154,18 +154,13 @@ export class ThreadBeats {
   readRounds(into: RoundCounts): number {
     const lease = this.#lease;
     const beats = lease.beats;
-    // The thread counts an outage before the failure it belongs to, and the failures are read
-    // first: the outages read cover every failure read (one more, at most, is on its way and
-    // stays for the next reading).
-    const failures = lease.failures;
-    const outages = lease.outages;
+    // One word holds the failed rounds of both kinds, so each one read comes with its kind.
+    const kinds = lease.failedKinds;
     const confirmed = this.#confirm ? lease.confirmed : beats;
     into.successes = Math.max(0, confirmed - this.#seenConfirmed);
-    into.failures = Math.max(0, failures - this.#seenFailures);
-    into.outages = Math.min(into.failures, Math.max(0, outages - this.#seenOutages));
+    failedSince(this.#seenKinds, kinds, into);
     this.#seenConfirmed = confirmed;
-    this.#seenFailures = failures;
-    this.#seenOutages += into.outages;
+    this.#seenKinds = kinds;
     return beats;
   }
 

@@ -8,7 +8,7 @@ import diagnostics from "node:diagnostics_channel";
 import { afterEach, describe, expect, it } from "vitest";
 import { DiagnosticsChannels, InMemoryMetrics, MetricNames, type HeartbeatFailedEvent } from "../../../src/index.js";
 import { reportThreadReading } from "../../../src/lease/beat-reports.js";
-import { createSlot, readCount, recordFailedRound, recordFailure, SLOT } from "../../../src/lease/heartbeat-thread-protocol.js";
+import { createSlot, failedSince, readCount, recordFailedRound, recordFailure, SLOT } from "../../../src/lease/heartbeat-thread-protocol.js";
 import type { ThreadReading } from "../../../src/lease/thread-beats.js";
 import { MetricsRecorder } from "../../../src/telemetry/metrics-recorder.js";
 import { TraceRecorder } from "../../../src/telemetry/tracing.js";
@@ -26,7 +26,42 @@ describe("the thread's failed rounds", () => {
     recordFailure(slot, 0, 100);
     recordFailedRound(slot, true);
     recordFailedRound(slot, false);
-    expect([readCount(slot, SLOT.FAILURES), readCount(slot, SLOT.OUTAGES)]).toEqual([3, 2]);
+    const into = { failures: 0, outages: 0 };
+    failedSince(0, readCount(slot, SLOT.FAILED_KINDS), into);
+    expect([readCount(slot, SLOT.FAILURES), into.failures, into.outages]).toEqual([3, 3, 2]);
+  });
+
+  it("a reading holds each failed round with its kind, across the word's wrap", () => {
+    const slot = createSlot(1, { intervalMs: 100, maxHeartbeats: 3, firstDueAt: 0, until: Number.POSITIVE_INFINITY, requireProgress: false, confirmTimeoutMs: 50 });
+    // Near the top of the word: the next rounds carry it past 2^31 and back through 0.
+    Atomics.store(slot.ints, SLOT.FAILED_KINDS, 0x7fff_fffe);
+    const into = { failures: 0, outages: 0 };
+    let seen = readCount(slot, SLOT.FAILED_KINDS);
+    const readings: Array<[number, number]> = [];
+    const read = (): void => {
+      const now = readCount(slot, SLOT.FAILED_KINDS);
+      failedSince(seen, now, into);
+      seen = now;
+      readings.push([into.failures, into.outages]);
+    };
+    // A reading right after an outage, then one after a timeout: never the one for the other.
+    recordFailedRound(slot, true);
+    read();
+    recordFailedRound(slot, false);
+    read();
+    for (let i = 0; i < 70_000; i++) recordFailedRound(slot, i % 2 === 0);
+    read();
+    Atomics.store(slot.ints, SLOT.FAILED_KINDS, -1);
+    seen = -1;
+    recordFailedRound(slot, true);
+    recordFailedRound(slot, false);
+    read();
+    expect(readings).toEqual([
+      [1, 1],
+      [1, 0],
+      [70_000, 35_000],
+      [2, 1],
+    ]);
   });
 
   it.each([
