@@ -12,7 +12,6 @@ import { sharedScheduler } from "../lease/scheduler.js";
 import type { WorkContext, WithInProgressOptions } from "../lease/work-context.js";
 import { abortReasonOf } from "../lease/work-run.js";
 import { HeartbeatThread } from "../lease/heartbeat-thread.js";
-import { threadRttMs } from "./link-check.js";
 import { threadConnectionFor } from "../lease/heartbeat-thread-options.js";
 import { assertMessage, superviseWork } from "../lease/with-in-progress.js";
 import { nextTurn } from "../nats/next-turn.js";
@@ -33,6 +32,7 @@ import { MetricNames } from "../telemetry/metric-names.js";
 import type { MetricsRecorder } from "../telemetry/metrics-recorder.js";
 import type { MetricsSink } from "../telemetry/metrics-sink.js";
 import { TraceRecorder, type TracedBatch, type Tracing } from "../telemetry/tracing.js";
+import { threadRttMs } from "./link-check.js";
 
 /** What the runner needs of its instance. */
 export interface RunnerConfig {

@@ -29,6 +29,13 @@ describe("reliability (short): leader elections under the consumer loops, 3-node
     expect(r.duplicates).toBe(0);
   });
 
+  it("runEach, the consumer leader's server killed with a subscriber on the stream's ack subjects (an audit tap): ACKs asked of no leader time out instead of being refused, and still none is written twice", async () => {
+    const r = await loopElectionScenario(cluster, { loop: "runEach", election: "kill-leader", messages: 300, confirm: true, tap: true });
+    expect(r.tapped).toBeGreaterThanOrEqual(300);
+    expect(r.written).toBe(300);
+    expect(r.duplicates).toBe(0);
+  });
+
   it("runEach, the consumer leader's server killed under the worker's own connection: the ACKs held over the reconnect are confirmed by the new leader, none written twice", async () => {
     const r = await loopElectionScenario(cluster, { loop: "runEach", election: "kill-leader", messages: 300, confirm: true, workerOnLeader: true });
     // The case: the kill cut the worker's connection too.

@@ -16,6 +16,7 @@ import { jetstream } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { expect } from "vitest";
 import { CommitThenAck, InMemoryMetrics, MetricNames, type BatchResult } from "../../../src/index.js";
+import { AckSpy } from "../../helpers/ack-spy.js";
 import { createFixture, publish } from "../../helpers/jetstream.js";
 import type { NatsCluster } from "../../helpers/nats-server.js";
 import { RECONNECT, consumerInfoWhen, deferred, sleep, step, watchUnhandledRejections } from "../support.js";
@@ -32,6 +33,11 @@ export interface LoopElectionOptions {
   readonly workerOnLeader?: boolean;
   /** How long each write takes (default 40 ms). */
   readonly writeMs?: number;
+  /**
+   * A subscriber on the stream's ack subjects (an audit tap), open for the whole scenario: while
+   * the consumer has no leader, a confirmed ACK reaches it and times out instead of being refused.
+   */
+  readonly tap?: boolean;
 }
 
 export interface LoopElectionResult {
@@ -45,6 +51,8 @@ export interface LoopElectionResult {
   readonly heldAcks: number;
   /** Deliveries of committed messages acked at once, not written (`redeliveries_of_committed_total`). */
   readonly redeliveriesOfCommitted: number;
+  /** `+ACK` frames the tap saw (0 without one). */
+  readonly tapped: number;
 }
 
 export async function loopElectionScenario(cluster: NatsCluster, o: LoopElectionOptions): Promise<LoopElectionResult> {
@@ -70,6 +78,8 @@ export async function loopElectionScenario(cluster: NatsCluster, o: LoopElection
         cut.resolve();
       }
     })();
+    // Closed with the admin connection.
+    const tap = o.tap ? await step("the tap on the ack subjects", AckSpy.start(admin, f.stream)) : undefined;
     const published = await step("publishing", publish(f, o.messages));
     const metrics = new InMemoryMetrics();
     const ack = await step(
@@ -155,10 +165,11 @@ export async function loopElectionScenario(cluster: NatsCluster, o: LoopElection
     const duplicates = [...writes.values()].filter((n) => n > 1).length;
     for (const [seq, n] of writes) if (n > 1) console.log(`written ${n}×: #${seq}: ${(trail.get(seq) ?? []).join("; ")}`);
     const counters = metrics.snapshot().counters;
+    const tapped = tap?.frames.filter((x) => x.kind === "+ACK").length ?? 0;
     const heldAcks = counters[MetricNames.ACKS_HELD_TOTAL] ?? 0;
     const redeliveriesOfCommitted = counters[MetricNames.REDELIVERIES_OF_COMMITTED_TOTAL] ?? 0;
-    console.log(`loop election: ${o.loop} ${o.election} confirm=${o.confirm}${o.workerOnLeader ? " (worker on the leader's server)" : ""}: ${electionMs} ms, ${duplicates} of ${o.messages} written twice, worker cut ${workerDisconnects}×, ${heldAcks} ACKs held over the reconnect, ${redeliveriesOfCommitted} redeliveries of committed messages acked`);
-    return { written: writes.size, duplicates, electionMs, workerDisconnects, heldAcks, redeliveriesOfCommitted };
+    console.log(`loop election: ${o.loop} ${o.election} confirm=${o.confirm}${o.workerOnLeader ? " (worker on the leader's server)" : ""}${o.tap ? " (a tap on the ack subjects)" : ""}: ${electionMs} ms, ${duplicates} of ${o.messages} written twice, worker cut ${workerDisconnects}×, ${heldAcks} ACKs held over the reconnect, ${redeliveriesOfCommitted} redeliveries of committed messages acked${o.tap ? `, ${tapped} ACKs seen by the tap, ${counters[MetricNames.SETTLE_FAILURES_TOTAL] ?? 0} settle failures` : ""}`);
+    return { written: writes.size, duplicates, electionMs, workerDisconnects, heldAcks, redeliveriesOfCommitted, tapped };
   } finally {
     stop.abort();
     await running?.catch(() => undefined);
