@@ -111,18 +111,42 @@ export function serverAtLeast(minVersion: string): ServerBinary | undefined {
   return newest && versionAtLeast(newest.version, minVersion) ? newest : undefined;
 }
 
-/** A free TCP port on loopback (the kernel picks it; a tiny race with other processes remains). */
-export async function freePort(): Promise<number> {
-  return await new Promise((resolve, reject) => {
+/**
+ * Where outgoing connections take their local ports (Linux; elsewhere the common default). A
+ * server's port inside it can be taken, while the server is stopped for a restart, by any client
+ * socket on the machine (a node's route port was, in a CI run: "address already in use").
+ */
+function ephemeralPortsFrom(): number {
+  try {
+    const low = Number(readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]);
+    if (Number.isInteger(low) && low > 12_000) return low;
+  } catch {
+    // Not Linux: below 32768 is outside every common default.
+  }
+  return 32_768;
+}
+
+async function canListen(port: number): Promise<boolean> {
+  return await new Promise((resolve) => {
     const srv = createServer();
     srv.unref();
-    srv.on("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const address = srv.address();
-      const port = typeof address === "object" && address ? address.port : 0;
-      srv.close(() => resolve(port));
-    });
+    srv.once("error", () => resolve(false));
+    srv.listen(port, "127.0.0.1", () => srv.close(() => resolve(true)));
   });
+}
+
+/**
+ * A free TCP port on loopback, below the ephemeral range so no client socket takes it while a
+ * server on it is stopped (a tiny race with another process picking the same one remains).
+ */
+export async function freePort(): Promise<number> {
+  const low = 10_000;
+  const high = Math.min(ephemeralPortsFrom(), 32_768) - 1;
+  for (let i = 0; i < 200; i++) {
+    const port = low + Math.floor(Math.random() * (high - low + 1));
+    if (await canListen(port)) return port;
+  }
+  throw new Error(`no free port found between ${low} and ${high}`);
 }
 
 export interface ServerOptions {
@@ -173,8 +197,17 @@ export class NatsServer implements AsyncDisposable {
     const workDir = mkdtempSync(join(tmpdir(), "jsip-nats-"));
     const storeDir = options.storeDir ?? join(workDir, "store");
     const srv = new NatsServer(options, bin, workDir, storeDir, options.storeDir === undefined);
-    await srv.#launch();
-    return srv;
+    // A port of our choosing (see freePort) rather than the server's, which would come from the
+    // ephemeral range; picked again if another process took it first.
+    for (let attempt = 1; ; attempt++) {
+      if (options.port === undefined) srv.#port = await freePort();
+      try {
+        await srv.#launch();
+        return srv;
+      } catch (err) {
+        if (options.port !== undefined || attempt >= 3 || !srv.log.includes("address already in use")) throw err;
+      }
+    }
   }
 
   get port(): number {
