@@ -32,6 +32,13 @@ describe("reliability (short): leader elections under the consumer loops, 3-node
   it("runEach, the consumer leader's server killed with a subscriber on the stream's ack subjects (an audit tap): ACKs asked of no leader time out instead of being refused, and still none is written twice", async () => {
     const r = await loopElectionScenario(cluster, { loop: "runEach", election: "kill-leader", messages: 300, confirm: true, tap: true });
     expect(r.tapped).toBeGreaterThanOrEqual(300);
+    // The path the title names: unconfirmed ACKs timed out (the tap answers nothing, but no
+    // "no responders" came back), and their messages, handed out again, were acked as committed.
+    expect(r.unconfirmed.timeout).toBeGreaterThanOrEqual(1);
+    expect(r.unconfirmed.no_responders).toBe(0);
+    expect(r.redeliveriesOfCommitted).toBeGreaterThanOrEqual(1);
+    // Seen on the tap: a message whose ACK went unconfirmed was handed out again and acked then.
+    expect(r.ackedAgain.filter((s) => r.unconfirmedSequences.includes(s)).length).toBeGreaterThanOrEqual(1);
     expect(r.written).toBe(300);
     expect(r.duplicates).toBe(0);
   });

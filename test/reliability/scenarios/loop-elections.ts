@@ -15,7 +15,7 @@
 import { jetstream } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { expect } from "vitest";
-import { CommitThenAck, InMemoryMetrics, MetricNames, type BatchResult } from "../../../src/index.js";
+import { AckNotConfirmedError, CommitThenAck, InMemoryMetrics, MetricNames, type BatchResult } from "../../../src/index.js";
 import { AckSpy } from "../../helpers/ack-spy.js";
 import { createFixture, publish } from "../../helpers/jetstream.js";
 import type { NatsCluster } from "../../helpers/nats-server.js";
@@ -53,6 +53,12 @@ export interface LoopElectionResult {
   readonly redeliveriesOfCommitted: number;
   /** `+ACK` frames the tap saw (0 without one). */
   readonly tapped: number;
+  /** ACKs reported unconfirmed (`AckNotConfirmedError`), by their last failure's kind. */
+  readonly unconfirmed: Readonly<Record<AckNotConfirmedError["lastFailure"], number>>;
+  /** The stream sequences of those ACKs. */
+  readonly unconfirmedSequences: readonly number[];
+  /** Stream sequences the tap saw acked at a later delivery than their first ACK (empty without one). */
+  readonly ackedAgain: readonly number[];
 }
 
 export async function loopElectionScenario(cluster: NatsCluster, o: LoopElectionOptions): Promise<LoopElectionResult> {
@@ -105,7 +111,14 @@ export async function loopElectionScenario(cluster: NatsCluster, o: LoopElection
       writes.set(m.seq, (writes.get(m.seq) ?? 0) + 1);
       note(m.seq, `write (delivery ${m.info.deliveryCount}, worker ${workerDisconnects > 0 ? "cut" : "connected"})`);
     };
+    const unconfirmed = { timeout: 0, no_responders: 0, error: 0 };
+    const unconfirmedSequences: number[] = [];
     const settled = (r: BatchResult): void => {
+      for (const x of r.messages) {
+        if (!(x.settleError instanceof AckNotConfirmedError)) continue;
+        unconfirmed[x.settleError.lastFailure] += 1;
+        unconfirmedSequences.push(x.msg.seq);
+      }
       for (const x of r.messages) note(x.msg.seq, `${x.action}${"confirmed" in x ? ` confirmed=${String(x.confirmed)}` : ""}${x.settleError !== undefined ? ` (${String(x.settleError)})` : ""}`);
     };
     // With the worker on the leader's server, the writes from the fault on end at the cut (bounded).
@@ -165,11 +178,16 @@ export async function loopElectionScenario(cluster: NatsCluster, o: LoopElection
     const duplicates = [...writes.values()].filter((n) => n > 1).length;
     for (const [seq, n] of writes) if (n > 1) console.log(`written ${n}×: #${seq}: ${(trail.get(seq) ?? []).join("; ")}`);
     const counters = metrics.snapshot().counters;
-    const tapped = tap?.frames.filter((x) => x.kind === "+ACK").length ?? 0;
+    const acks = tap?.of("+ACK") ?? [];
+    const tapped = acks.length;
+    const firstAck = new Map<number, number>();
+    for (const a of acks) firstAck.set(a.streamSequence, Math.min(firstAck.get(a.streamSequence) ?? a.deliveryCount, a.deliveryCount));
+    const ackedAgain = [...new Set(acks.filter((a) => a.deliveryCount > firstAck.get(a.streamSequence)!).map((a) => a.streamSequence))].sort((a, b) => a - b);
+    unconfirmedSequences.sort((a, b) => a - b);
     const heldAcks = counters[MetricNames.ACKS_HELD_TOTAL] ?? 0;
     const redeliveriesOfCommitted = counters[MetricNames.REDELIVERIES_OF_COMMITTED_TOTAL] ?? 0;
-    console.log(`loop election: ${o.loop} ${o.election} confirm=${o.confirm}${o.workerOnLeader ? " (worker on the leader's server)" : ""}${o.tap ? " (a tap on the ack subjects)" : ""}: ${electionMs} ms, ${duplicates} of ${o.messages} written twice, worker cut ${workerDisconnects}×, ${heldAcks} ACKs held over the reconnect, ${redeliveriesOfCommitted} redeliveries of committed messages acked${o.tap ? `, ${tapped} ACKs seen by the tap, ${counters[MetricNames.SETTLE_FAILURES_TOTAL] ?? 0} settle failures` : ""}`);
-    return { written: writes.size, duplicates, electionMs, workerDisconnects, heldAcks, redeliveriesOfCommitted, tapped };
+    console.log(`loop election: ${o.loop} ${o.election} confirm=${o.confirm}${o.workerOnLeader ? " (worker on the leader's server)" : ""}${o.tap ? " (a tap on the ack subjects)" : ""}: ${electionMs} ms, ${duplicates} of ${o.messages} written twice, worker cut ${workerDisconnects}×, ${heldAcks} ACKs held over the reconnect, ${redeliveriesOfCommitted} redeliveries of committed messages acked${o.tap ? `, ${tapped} ACKs seen by the tap, ${counters[MetricNames.SETTLE_FAILURES_TOTAL] ?? 0} settle failures, unconfirmed ${JSON.stringify(unconfirmed)} on [${unconfirmedSequences.join(",")}], acked again at a later delivery [${ackedAgain.join(",")}]` : ""}`);
+    return { written: writes.size, duplicates, electionMs, workerDisconnects, heldAcks, redeliveriesOfCommitted, tapped, unconfirmed, unconfirmedSequences, ackedAgain };
   } finally {
     stop.abort();
     await running?.catch(() => undefined);
