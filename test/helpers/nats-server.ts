@@ -150,7 +150,7 @@ export async function freePort(): Promise<number> {
 }
 
 export interface ServerOptions {
-  /** Fixed client port; default: a free one chosen by the server. */
+  /** Fixed client port; default: a free one below the ephemeral range (see {@link freePort}), kept over restarts. */
   readonly port?: number;
   /** Store directory; default: a new temp dir (removed on dispose). */
   readonly storeDir?: string;
@@ -206,6 +206,8 @@ export class NatsServer implements AsyncDisposable {
         return srv;
       } catch (err) {
         if (options.port !== undefined || attempt >= 3 || !srv.log.includes("address already in use")) throw err;
+        // The next attempt's failure is judged by its own log.
+        srv.#log = [];
       }
     }
   }

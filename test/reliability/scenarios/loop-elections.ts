@@ -115,11 +115,11 @@ export async function loopElectionScenario(cluster: NatsCluster, o: LoopElection
     const unconfirmedSequences: number[] = [];
     const settled = (r: BatchResult): void => {
       for (const x of r.messages) {
+        note(x.msg.seq, `${x.action}${"confirmed" in x ? ` confirmed=${String(x.confirmed)}` : ""}${x.settleError !== undefined ? ` (${String(x.settleError)})` : ""}`);
         if (!(x.settleError instanceof AckNotConfirmedError)) continue;
         unconfirmed[x.settleError.lastFailure] += 1;
         unconfirmedSequences.push(x.msg.seq);
       }
-      for (const x of r.messages) note(x.msg.seq, `${x.action}${"confirmed" in x ? ` confirmed=${String(x.confirmed)}` : ""}${x.settleError !== undefined ? ` (${String(x.settleError)})` : ""}`);
     };
     // With the worker on the leader's server, the writes from the fault on end at the cut (bounded).
     const write = async (): Promise<void> => {
@@ -180,9 +180,10 @@ export async function loopElectionScenario(cluster: NatsCluster, o: LoopElection
     const counters = metrics.snapshot().counters;
     const acks = tap?.of("+ACK") ?? [];
     const tapped = acks.length;
-    const firstAck = new Map<number, number>();
-    for (const a of acks) firstAck.set(a.streamSequence, Math.min(firstAck.get(a.streamSequence) ?? a.deliveryCount, a.deliveryCount));
-    const ackedAgain = [...new Set(acks.filter((a) => a.deliveryCount > firstAck.get(a.streamSequence)!).map((a) => a.streamSequence))].sort((a, b) => a - b);
+    // Acked at two or more deliveries: a later delivery than the first ACK's.
+    const ackedAt = new Map<number, Set<number>>();
+    for (const a of acks) ackedAt.set(a.streamSequence, (ackedAt.get(a.streamSequence) ?? new Set()).add(a.deliveryCount));
+    const ackedAgain = [...ackedAt].filter(([, dcs]) => dcs.size > 1).map(([seq]) => seq).sort((a, b) => a - b);
     unconfirmedSequences.sort((a, b) => a - b);
     const heldAcks = counters[MetricNames.ACKS_HELD_TOTAL] ?? 0;
     const redeliveriesOfCommitted = counters[MetricNames.REDELIVERIES_OF_COMMITTED_TOTAL] ?? 0;
