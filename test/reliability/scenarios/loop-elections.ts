@@ -34,8 +34,9 @@ export interface LoopElectionOptions {
   /** How long each write takes (default 40 ms). */
   readonly writeMs?: number;
   /**
-   * A subscriber on the stream's ack subjects (an audit tap), open for the whole scenario: while
-   * the consumer has no leader, a confirmed ACK reaches it and times out instead of being refused.
+   * A subscriber on the stream's ack subjects (an audit tap), open for the whole scenario on a
+   * server other than the consumer leader's: while the consumer has no leader, a confirmed ACK
+   * reaches it and times out instead of being refused.
    */
   readonly tap?: boolean;
 }
@@ -84,8 +85,12 @@ export async function loopElectionScenario(cluster: NatsCluster, o: LoopElection
         cut.resolve();
       }
     })();
-    // Closed with the admin connection.
-    const tap = o.tap ? await step("the tap on the ack subjects", AckSpy.start(admin, f.stream)) : undefined;
+    // On a server the kill spares: a tap whose own connection the kill cut would be missing
+    // until it reconnects, and ACKs asked meanwhile would be refused (seen in a CI run).
+    const tapConn = o.tap ? await step("connecting the tap", cluster.connect({ ...RECONNECT, servers: cluster.urls.filter((u) => u !== leaderNode!.url) })) : undefined;
+    if (tapConn) conns.push(tapConn);
+    // Closed with its connection.
+    const tap = tapConn ? await step("the tap on the ack subjects", AckSpy.start(tapConn, f.stream)) : undefined;
     const published = await step("publishing", publish(f, o.messages));
     const metrics = new InMemoryMetrics();
     const ack = await step(
