@@ -133,8 +133,9 @@ export class CommitThenAck {
    * @returns a ready instance.
    * @throws {@link ConsumerPolicyError} when the consumer is missing, unreadable, not durable,
    *   not explicit-ack, its AckWait drifted or does not fit the interval, it has a BackOff
-   *   (unless `backOff: "aware"`), or the dead-letter subject is captured by the source stream
-   *   (`dead_letter_loop`) or by no stream (`dead_letter_uncaptured`).
+   *   (unless `backOff: "aware"`), its `inactive_threshold` would let a server before 2.11.7
+   *   delete it between two beats (`inactive_threshold_too_short`), or the dead-letter subject
+   *   is captured by the source stream (`dead_letter_loop`) or by no stream (`dead_letter_uncaptured`).
    * @throws `TypeError` for bad arguments, `jsm` not being a JetStream manager included.
    *
    * @example
@@ -303,7 +304,8 @@ export class CommitThenAck {
    * @param write - the host's write for one batch.
    * @param options - batch size, pull expiry, concurrency, signal, callbacks, pull options.
    * @returns a promise that resolves after a graceful stop.
-   * @throws `TypeError` for bad options; {@link ConsumerPolicyError} (`priority_group_required`).
+   * @throws `TypeError` for bad options; {@link ConsumerPolicyError} (`priority_group_required`;
+   *   `inactive_threshold_too_short` and `link_too_slow` before the first pull).
    *
    * @example
    * ```ts
@@ -354,7 +356,8 @@ export class CommitThenAck {
    * @param handle - the host's work for one message; what it returns is not read.
    * @param options - concurrency, pull size and expiry, signal, callbacks, pull options.
    * @returns a promise that resolves after a graceful stop.
-   * @throws `TypeError` for bad options; {@link ConsumerPolicyError} (`priority_group_required`).
+   * @throws `TypeError` for bad options; {@link ConsumerPolicyError} (`priority_group_required`;
+   *   `inactive_threshold_too_short` and `link_too_slow` before the first pull).
    *
    * @example
    * ```ts

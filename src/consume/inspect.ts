@@ -7,8 +7,9 @@ import type { ConsumerInfo } from "@nats-io/jetstream";
 import { ConsumerPolicyError } from "../errors.js";
 import type { JetStreamManagerLike } from "../nats/client-types.js";
 import { checkInProgressPolicy } from "../policy/check-policy.js";
-import { consumerTimingFromConfig } from "../policy/consumer-timing.js";
+import { consumerTimingFromConfig, nanosToMillis } from "../policy/consumer-timing.js";
 import type { BackOffMode, ConsumerTiming, InProgressPolicy, VerifiedInProgressPolicy } from "../policy/in-progress-policy.js";
+import { inactiveThresholdProblem } from "../policy/inactive-threshold.js";
 import { maxDeliverProblem } from "../policy/max-deliver.js";
 import { checkConsumerTiming } from "../policy/timing-checks.js";
 import { isVerifiedPolicy } from "../policy/verified-policies.js";
@@ -86,6 +87,12 @@ export async function inspectConsumer(
       "ack_wait_drift",
       `the host expects AckWait ${expected} ms but the server has ${timing.ackWaitMs} ms: update the configuration or the consumer so they agree`,
     );
+  }
+
+  if (check.policy.enabled) {
+    const threshold = config["inactive_threshold"] === undefined ? undefined : nanosToMillis(config["inactive_threshold"]);
+    const problem = inactiveThresholdProblem(threshold, check.policy.intervalMs, options.serverVersion);
+    if (problem) throw fail("inactive_threshold_too_short", problem);
   }
 
   if (mode === "aware" && timing.backOffMs && timing.backOffMs.length > 0) {

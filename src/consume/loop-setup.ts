@@ -9,11 +9,12 @@ import { ConsumerPolicyError } from "../errors.js";
 import { HoldingBeats } from "../lease/holding-beats.js";
 import { sharedScheduler } from "../lease/scheduler.js";
 import { canConfirmInBatches } from "../nats/ack-inbox.js";
-import { connectionOfConsumer, type Flushable } from "../nats/connection-state.js";
+import { connectionOfConsumer, serverVersionOf, type Flushable } from "../nats/connection-state.js";
 import { AckingDeliveries } from "../settle/acking-deliveries.js";
 import type { ConfirmAckOptions } from "../settle/frames.js";
 import type { LoopConfirmation } from "../settle/settler.js";
-import { consumerTimingFromConfig } from "../policy/consumer-timing.js";
+import { consumerTimingFromConfig, nanosToMillis } from "../policy/consumer-timing.js";
+import { inactiveThresholdProblem } from "../policy/inactive-threshold.js";
 import { MetricNames } from "../telemetry/metric-names.js";
 import type { MetricsRecorder } from "../telemetry/metrics-recorder.js";
 import type { ConsumerBinding } from "./consumer-binding.js";
@@ -38,6 +39,8 @@ export interface ConsumerFacts {
   readonly maxAckPending: number | undefined;
   readonly pinned: boolean;
   readonly paused: boolean;
+  /** The consumer's `inactive_threshold` (ms), when the loop read it (`forConsumer` checked it already). */
+  readonly inactiveThresholdMs?: number;
 }
 
 /** What the instance gives a loop. */
@@ -74,6 +77,10 @@ export async function setUpLoop(consumer: LoopConsumer, settings: LoopSettings, 
   const report = (err: Error, during: "start" | "fetch"): void => void callGuarded(settings.onError, err, Object.freeze({ during }));
   const named = (reason: ConstructorParameters<typeof ConsumerPolicyError>[0], message: string): ConsumerPolicyError =>
     new ConsumerPolicyError(reason, { stream: facts.stream ?? "?", consumer: facts.consumer ?? "?", message });
+
+  // Before the first pull, as forConsumer checks it: a consumer the server would delete between two beats.
+  const inactive = inactiveThresholdProblem(facts.inactiveThresholdMs, inputs.intervalMs, serverVersionOf(inputs.connection) ?? serverVersionOf(connectionOfConsumer(consumer)));
+  if (inactive !== undefined) throw named("inactive_threshold_too_short", inactive);
 
   let capacity = settings.capacity;
   if (facts.maxAckPending !== undefined && facts.maxAckPending < capacity) {
@@ -197,6 +204,7 @@ export async function learnConsumer(consumer: LoopConsumer, binding: ConsumerBin
     maxAckPending: positive(config["max_ack_pending"]),
     pinned: pull?.group !== undefined && config["priority_policy"] === "pinned_client",
     paused: raw?.paused === true,
+    ...(config["inactive_threshold"] === undefined ? {} : { inactiveThresholdMs: nanosToMillis(config["inactive_threshold"]) }),
   };
 }
 

@@ -94,6 +94,10 @@ export class InProgressPolicyError extends Error {
  * - `ack_wait_drift`: the AckWait the host configured differs from the server's.
  * - `max_deliver_backoff`: BackOff-aware mode, and MaxDeliver does not cover the BackOff steps
  *   under the connected server's rules.
+ * - `inactive_threshold_too_short`: heartbeats are on, the consumer has an `inactive_threshold`
+ *   that is not above the interval with the 80% margin, and the server is older than 2.11.7 (or
+ *   of unknown version), where a write's `+WPI` frames are the consumer's only activity: the
+ *   server would delete it between two beats. Thrown by `forConsumer` and by the loops at start.
  * - `dead_letter_loop`: the source stream itself captures the dead-letter subject.
  * - `dead_letter_uncaptured`: no stream captures the dead-letter subject.
  * - `priority_group_required`: the consumer has priority groups (nats-server 2.11+) and the
@@ -127,6 +131,7 @@ export type ConsumerPolicyReason =
   | "policy_violation"
   | "ack_wait_drift"
   | "max_deliver_backoff"
+  | "inactive_threshold_too_short"
   | "dead_letter_loop"
   | "dead_letter_uncaptured"
   | "priority_group_required"

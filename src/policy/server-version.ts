@@ -24,6 +24,12 @@ export const UNLIMITED_MAX_DELIVER_SINCE: Version = [2, 10, 14];
 /** From 2.10.23 a set MaxDeliver may equal the BackOff length (before: strictly greater). */
 export const MAX_DELIVER_EQUAL_SINCE: Version = [2, 10, 23];
 
+/**
+ * From 2.11.7 (and 2.12.0) a consumer's pending acks count as activity for `inactive_threshold`;
+ * before, only pull requests and acks of any kind (a `+WPI` too) did.
+ */
+export const PENDING_ACKS_ACTIVE_SINCE: Version = [2, 11, 7];
+
 /** Longer strings are not versions (and are never scanned). */
 const MAX_VERSION_LENGTH = 128;
 

@@ -13,6 +13,7 @@ import {
   type ConsumerTiming,
   type PolicyViolation,
 } from "../../../src/index.js";
+import { inactiveThresholdProblem } from "../../../src/policy/inactive-threshold.js";
 import { maxDeliverProblem } from "../../../src/policy/max-deliver.js";
 import { MAX_NAK_DELAY_MS, nakDelay } from "../../../src/policy/nak-delay.js";
 import { windowFor, windowIsShared } from "../../../src/policy/redelivery-window.js";
@@ -285,6 +286,20 @@ describe("property: hostile input", () => {
         expect(Number.isInteger(d.sendMs) && d.sendMs >= 0 && d.sendMs <= MAX_NAK_DELAY_MS).toBe(true);
         expect(Number.isFinite(d.effectiveMs)).toBe(true);
         expect(typeof d.adjusted).toBe("boolean");
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it("inactiveThresholdProblem never throws, and a message it returns stays short", () => {
+    const version = fc.oneof(fc.constantFrom("2.9.10", "2.11.6", "2.11.7", "2.11.7-RC.1", "v2.12.1"), fc.string({ maxLength: 30 }), leaf);
+    fc.assert(
+      fc.property(fc.oneof(fc.double(), leaf), fc.oneof(fc.double(), leaf), version, (ts, is, vs) => {
+        const problem = inactiveThresholdProblem(build(ts), build(is) as never, build(vs));
+        if (problem !== undefined) {
+          expect(typeof problem).toBe("string");
+          expect(problem.length).toBeLessThan(MAX_MESSAGE);
+        }
       }),
       { numRuns: 300 },
     );
