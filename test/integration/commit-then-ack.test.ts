@@ -13,6 +13,7 @@ import {
   ConsumerPolicyError,
   DeadLetterHeaders,
   InMemoryMetrics,
+  LeaseExpiredError,
   MetricNames,
   PermanentSinkError,
   TemporarySinkError,
@@ -20,6 +21,7 @@ import {
 } from "../../src/index.js";
 import { AckSpy } from "../helpers/ack-spy.js";
 import { consumerInfo, createFixture, eventually, fetchBatch, publish, uniqueName } from "../helpers/jetstream.js";
+import { startRival } from "../helpers/rival.js";
 import { natsServerVersion } from "../helpers/nats-server.js";
 import { useServer } from "../helpers/server-fixture.js";
 import { versionAtLeast } from "../helpers/server-version.js";
@@ -123,6 +125,92 @@ describe("CommitThenAck on a real nats-server", () => {
     expect(waited).toBeGreaterThanOrEqual(1400);
     expect(spy.of("-NAK", seq)[0]?.payload).toBe(`-NAK {"delay":${nanos(1500)}}`);
     again[0]?.ack();
+  });
+
+  it("a write beaten past AckWait that then fails temporarily: every +WPI leaves before the delayed -NAK, none after it, and the delay holds (a second worker receives nothing until it passed)", async () => {
+    const f = await createFixture(fx.nc, { ackWaitMs: ACK_WAIT_MS });
+    await using spy = await AckSpy.start(fx.spyConn, f.stream);
+    const [seq] = await publish(f, 1);
+    const msgs = await fetchBatch(f, 1);
+    const rival = await startRival(jetstream(fx.rivalConn), f.stream, f.consumer);
+    let rivalStopped = false;
+    try {
+      // A delay twice AckWait: a +WPI after the NAK would wipe it (server-facts) and bring the
+      // message back one AckWait after that beat, well before the delay.
+      const delayMs = 2 * ACK_WAIT_MS;
+      // Settled at the first failure (no retry in place), so the NAK follows the one write.
+      const ack = new CommitThenAck({ inProgress: policy(), onTemporaryFailure: { action: "nak", delayMs, retryInPlace: false } });
+      const result = await ack.process(msgs, async () => {
+        await sleep(2.5 * ACK_WAIT_MS);
+        throw new TemporarySinkError("db busy");
+      });
+      expect(result).toMatchObject({ outcome: "nacked", nacked: 1 });
+      await fx.drain();
+      const frames = spy.forSequence(seq!);
+      const nak = frames.findIndex((fr) => fr.kind === "-NAK");
+      expect(nak, "the -NAK reached the server").toBeGreaterThanOrEqual(0);
+      expect(frames[nak]!.payload).toBe(`-NAK {"delay":${nanos(delayMs)}}`);
+      // The write outlived AckWait on its beats alone: several before the NAK, none after it.
+      expect(frames.slice(0, nak).every((fr) => fr.kind === "+WPI")).toBe(true);
+      expect(nak).toBeGreaterThanOrEqual(5);
+      const nakAt = frames[nak]!.at;
+      // The lease held through the write: the second worker got nothing while it ran.
+      expect(rival.received).toEqual([]);
+      // The redelivery comes after the delay, not one AckWait after a late beat.
+      await eventually(() => rival.received.length > 0, "the redelivery after the NAK's delay", 4 * delayMs, 25);
+      const redeliveredAt = performance.now();
+      expect(rival.received[0]).toEqual({ seq: seq!, deliveryCount: 2 });
+      expect(redeliveredAt - nakAt).toBeGreaterThanOrEqual(delayMs - 300);
+      await fx.drain();
+      expect(spy.forSequence(seq!).slice(nak + 1)).toEqual([]);
+      await rival.stop();
+      rivalStopped = true;
+    } finally {
+      if (!rivalStopped) await rival.stop().catch(() => undefined);
+    }
+  });
+
+  it("one instance, two batches: the first batch's lease ends at maxHeartbeats and aborts its own signal; the next batch starts with a fresh signal, keeps its lease and is acked", async () => {
+    const f = await createFixture(fx.nc, { ackWaitMs: ACK_WAIT_MS });
+    await using spy = await AckSpy.start(fx.spyConn, f.stream);
+    const seqs = await publish(f, 2);
+    const limited = verifyInProgressPolicy({ enabled: true, intervalMs: 700, maxHeartbeats: 2, shutdownTimeoutMs: 1000 }, { ackWaitMs: ACK_WAIT_MS, source: "configured" });
+    const ack = new CommitThenAck({ inProgress: limited, onTemporaryFailure: { action: "leave", retryInPlace: false } });
+    let firstReason: unknown;
+    const first = await ack.process(await fetchBatch(f, 1), async (_msgs, ctx) => {
+      // Waits for its own lease to end (two beats, then AckWait): at most about 3.4 s.
+      await new Promise<void>((resolve) => {
+        const bound = setTimeout(resolve, 8000);
+        ctx.signal.addEventListener("abort", () => (clearTimeout(bound), resolve()), { once: true });
+      });
+      firstReason = ctx.signal.reason;
+      throw new TemporarySinkError("gave up with the lease");
+    });
+    expect(firstReason).toBeInstanceOf(LeaseExpiredError);
+    expect(first.outcome).not.toBe("acked");
+    // The next batch: the first message (redelivered once its lease ended) and the second.
+    const next = await fetchBatch(f, 2, 6000);
+    expect(next.map((m) => m.seq).sort()).toEqual([...seqs].sort());
+    const rival = await startRival(jetstream(fx.rivalConn), f.stream, f.consumer);
+    let abortedAtStart: boolean | undefined;
+    let second;
+    try {
+      second = await ack.process(next, async (_msgs, ctx) => {
+        abortedAtStart = ctx.signal.aborted;
+        // Within its two beats' cover (1.4 s + AckWait), past one AckWait.
+        await sleep(ACK_WAIT_MS + 500);
+      });
+    } finally {
+      await rival.stop();
+    }
+    expect(abortedAtStart).toBe(false);
+    expect(second).toMatchObject({ outcome: "acked", acked: 2 });
+    expect(rival.received).toEqual([]);
+    await fx.drain();
+    for (const seq of seqs) expect(spy.of("+ACK", seq)).toHaveLength(1);
+    expect(spy.of("+WPI", seqs[1]).length).toBeGreaterThanOrEqual(1);
+    const info = await consumerInfo(f);
+    expect(info.num_ack_pending).toBe(0);
   });
 
   it("an unclassified error is retried, never treated as permanent; leave sends nothing", async () => {
