@@ -149,7 +149,8 @@ export async function setUpLoop(consumer: LoopConsumer, settings: LoopSettings, 
   const base: LoopBase = {
     openSource,
     metrics: inputs.metrics,
-    connection: inputs.connection,
+    // The consumer's own connection when none was given: a pull failing on it closed for good ends the loop.
+    connection: inputs.connection ?? connectionOfConsumer(consumer),
     shutdownTimeoutMs: inputs.shutdownTimeoutMs,
     sinkDown: inputs.sinkDown,
     onRecovered: inputs.onRecovered,

@@ -366,7 +366,8 @@ export function isClosed(err: unknown, connection: Pick<NatsConnection, "isClose
   } catch {
     // fall through
   }
-  return err instanceof Error && (err.name === "ClosedConnectionError" || err.name === "ConnectionClosedError");
+  // The 3.x client's error, this library's, and the nats 2.x client's NatsError by its code.
+  return err instanceof Error && (err.name === "ClosedConnectionError" || err.name === "ConnectionClosedError" || (err as { code?: unknown }).code === "CONNECTION_CLOSED");
 }
 
 /** Waits `ms`, or less when `signal` aborts. */

@@ -7,6 +7,7 @@
  * 2.10.27; kept on 2.15.1, where the pending ack counts).
  */
 import { PENDING_ACKS_ACTIVE_SINCE, atLeast, parseVersion } from "./server-version.js";
+import { belowSafetyRatio, largestSafeInterval } from "./safety-ratio.js";
 import { describe, fmt, truncate } from "./untrusted.js";
 
 /**
@@ -23,12 +24,9 @@ export function inactiveThresholdProblem(inactiveThresholdMs: unknown, intervalM
   if (typeof inactiveThresholdMs !== "number" || !Number.isFinite(inactiveThresholdMs) || inactiveThresholdMs < 0) {
     return `its inactive_threshold ${describe(inactiveThresholdMs)} is not a duration: read the consumer's info again, or remove its inactive_threshold`;
   }
-  // interval < 0.8 × threshold, compared exactly.
-  if (intervalMs * 5 < inactiveThresholdMs * 4) return undefined;
+  if (belowSafetyRatio(intervalMs, inactiveThresholdMs)) return undefined;
   const server = parseVersion(serverVersion) ? `server ${truncate(String(serverVersion).trim())} (before 2.11.7)` : "a server of unknown version (taken as before 2.11.7)";
-  let most = Math.floor((inactiveThresholdMs * 4) / 5);
-  // At most one step down for whole milliseconds; bounded, since a step of 1 changes nothing past 2^53.
-  for (let k = 0; k < 3 && most > 0 && !(most * 5 < inactiveThresholdMs * 4); k++) most -= 1;
+  const most = largestSafeInterval(inactiveThresholdMs);
   const use = most >= 1 ? `use an intervalMs of at most ${most}, ` : "";
   return (
     `its inactive_threshold is ${fmt(inactiveThresholdMs)} ms and intervalMs is ${fmt(intervalMs)}: on ${server} a write's +WPI frames alone keep the consumer, so it is deleted between two beats: ` +

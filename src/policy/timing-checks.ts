@@ -8,6 +8,7 @@ import type { PolicyViolation, ViolationCode } from "../errors.js";
 import { describeBackOff, readBackOff, type BackOffReading } from "./backoff-reading.js";
 import { ACK_WAIT_SAFETY_RATIO, type BackOffMode, type ConsumerTiming } from "./in-progress-policy.js";
 import { normalise } from "./nearest-key.js";
+import { belowSafetyRatio, largestSafeInterval } from "./safety-ratio.js";
 import { LOOKS_LIKE_NANOS_MS, MAX_BACKOFF_STEPS, MAX_WINDOW_MS } from "./timing-limits.js";
 import { describe, fmt, isPositiveFinite, readRecord, truncate } from "./untrusted.js";
 
@@ -177,21 +178,6 @@ function freezeTiming(
   const maxDeliver = record["maxDeliver"];
   if (typeof maxDeliver === "number" && Number.isInteger(maxDeliver)) out.maxDeliver = maxDeliver;
   return Object.freeze(out);
-}
-
-/**
- * `interval < 0.8 × window`, compared exactly (`5·interval < 4·window`): multiplying by 0.8
- * in floating point can round a boundary value up and let it through.
- */
-function belowSafetyRatio(intervalMs: number, windowMs: number): boolean {
-  return intervalMs * 5 < windowMs * 4;
-}
-
-/** The largest integer interval below 80% of `windowMs`. */
-function largestSafeInterval(windowMs: number): number {
-  let n = Math.floor((windowMs * 4) / 5);
-  while (n > 0 && !belowSafetyRatio(n, windowMs)) n -= 1;
-  return n;
 }
 
 function wayOut(windowMs: number, intervalMs: number, what: string): string {
