@@ -284,13 +284,14 @@ export class PullTasks {
           }
           this.#failures += 1;
           this.#loop.metrics.count(MetricNames.FETCH_FAILURES_TOTAL);
-          const retryInMs = retryDelayMs(this.#failures);
-          callGuarded(this.#settings.onError, err, Object.freeze({ during: "fetch" as const, consecutiveFailures: this.#failures, retryInMs }));
-          // Nothing can be sent on a closed connection: the messages come back after AckWait.
+          // Nothing can be sent on a closed connection: the loop ends (no retry to announce), and the messages come back after AckWait.
           if (isClosed(err, this.#loop.connection)) {
+            callGuarded(this.#settings.onError, err, Object.freeze({ during: "fetch" as const, consecutiveFailures: this.#failures }));
             this.stopped ??= err;
             return;
           }
+          const retryInMs = retryDelayMs(this.#failures);
+          callGuarded(this.#settings.onError, err, Object.freeze({ during: "fetch" as const, consecutiveFailures: this.#failures, retryInMs }));
           await pause(retryInMs, signal);
         },
       )

@@ -81,6 +81,11 @@ describe("the host ends the worker's connection under a running loop", { concurr
         expect(abortReasons.map((r) => (r as Error).name)).toEqual(Array.from({ length: expectedWrites }, () => "LeaseExpiredError"));
         expect(results).toHaveLength(expectedWrites);
         for (const r of results) expect(r).toMatchObject({ outcome: "left", left: 3 / expectedWrites, acked: 0, nacked: 0, termed: 0, leaseLost: true });
+        // The pull that failed on the closed connection announces no retry: the loop ends instead.
+        // (A pull sent while the drain was still going may have failed before it, with a retry.)
+        const fetchErrors = errors.filter((e) => e.context.during === "fetch");
+        expect(fetchErrors.length).toBeGreaterThanOrEqual(1);
+        expect(fetchErrors.at(-1)?.context).toEqual({ during: "fetch", consecutiveFailures: fetchErrors.length });
         const settleErrors = errors.filter((e) => e.context.during === "settle");
         expect(settleErrors.map((e) => [e.name, e.context.action])).toEqual(seqs.map(() => ["ConnectionClosedError", "left"]));
         await fx.spyConn.flush();
