@@ -10,6 +10,11 @@ import { recognise } from "./error-kind.js";
  * blocked, heartbeat limit reached, or no progress reported). JetStream may already have
  * handed the message to another worker, so committing now risks a duplicate.
  *
+ * A beat that finds the messages' connection closed for good ends the lease at once, before
+ * its deadline: no heartbeat and no ACK can reach the server any more, so a commit now would
+ * only be redelivered and written again. Then `cause` is a {@link ConnectionClosedError} and
+ * `overdueMs` is 0.
+ *
  * @example
  * ```ts
  * await withInProgress(msgs, async (ctx) => {
@@ -23,16 +28,19 @@ import { recognise } from "./error-kind.js";
 export class LeaseExpiredError extends Error {
   /** Always `"LeaseExpiredError"`. */
   override readonly name = "LeaseExpiredError";
-  /** How far past the deadline the expiry was noticed, in milliseconds. */
+  /** How far past the deadline the expiry was noticed, in milliseconds (0 when the connection closed first). */
   readonly overdueMs: number;
 
   /**
    * @param overdueMs - how far past the deadline the expiry was noticed.
-   * @param options - standard error options (`cause`).
+   * @param options - standard error options (`cause`; a {@link ConnectionClosedError} when the
+   *   lease ended because the connection closed).
    */
   constructor(overdueMs: number, options?: ErrorOptions) {
     super(
-      `InProgress lease expired ${Math.round(overdueMs)} ms ago: the message may already be redelivered to another worker`,
+      (options?.cause as { name?: unknown } | undefined)?.name === "ConnectionClosedError"
+        ? "InProgress lease lost: the connection is closed, so no heartbeat or ACK can reach the server; JetStream redelivers the message after AckWait"
+        : `InProgress lease expired ${Math.round(overdueMs)} ms ago: the message may already be redelivered to another worker`,
       options,
     );
     this.overdueMs = overdueMs;

@@ -40,6 +40,25 @@ export function reportRound(result: RoundResult, beat: number, durationMs: numbe
   }));
 }
 
+/** A failure of the heartbeat thread itself, for the whole batch: one failed beat. */
+export function reportThreadFailed(name: string, final: boolean, beat: number, t: ReportTarget): void {
+  t.metrics.count(MetricNames.IN_PROGRESS_FAILURES_TOTAL);
+  publishLeaseEvent("heartbeatFailed", () => ({ batchId: t.batchId, batchSize: t.size, beat, failedMessages: t.size, errorName: name, final }));
+}
+
+/** `maxHeartbeats` was reached: counted and published. */
+export function reportLimit(maxHeartbeats: number, onLimit: "continue" | "abort", t: ReportTarget): void {
+  t.metrics.count(MetricNames.IN_PROGRESS_MAX_HEARTBEATS_REACHED_TOTAL);
+  publishLeaseEvent("heartbeatLimit", () => ({ batchId: t.batchId, batchSize: t.size, maxHeartbeats, onLimit }));
+}
+
+/** The lease was lost: counted, traced and published. */
+export function reportLeaseExpired(overdueMs: number, beats: number, t: ReportTarget): void {
+  t.metrics.count(MetricNames.IN_PROGRESS_LEASE_EXPIRED_TOTAL);
+  t.trace.leaseLost(overdueMs);
+  publishLeaseEvent("leaseExpired", () => ({ batchId: t.batchId, batchSize: t.size, overdueMs, beats }));
+}
+
 /** Counts, traces and publishes what a reading shows; `first`: the beats counted before it. */
 export function reportThreadReading(r: ThreadReading, first: number, confirmed: boolean, t: ReportTarget): void {
   const { metrics, trace, batchId, size } = t;

@@ -38,9 +38,7 @@ const ALL_REFRESHED: RoundResult = Object.freeze({ refreshed: "all", failed: 0, 
  * a beat the client would drop.
  */
 export function sendRound(msgs: readonly JsMsg[], connection: ClosableConnection | undefined): RoundResult {
-  if (batchConnectionClosed(msgs, connection)) {
-    return { refreshed: [], failed: msgs.length, firstError: new ConnectionClosedError(), closed: true };
-  }
+  if (batchConnectionClosed(msgs, connection)) return closedRound(msgs);
   let failedIndexes: number[] | undefined;
   let released: number[] | undefined;
   let firstError: unknown;
@@ -74,15 +72,21 @@ export function sendRound(msgs: readonly JsMsg[], connection: ClosableConnection
   return { refreshed, ...(released !== undefined ? { released } : {}), failed: failedIndexes.length, firstError, closed: batchConnectionClosed(msgs, connection) };
 }
 
+/** No frame can leave: every message the work has not settled itself fails (settled ones are released). */
+function closedRound(msgs: readonly JsMsg[]): RoundResult {
+  let released: number[] | undefined;
+  for (let i = 0; i < msgs.length; i++) if (isSettled(msgs[i]!)) (released ??= []).push(i);
+  const failed = msgs.length - (released?.length ?? 0);
+  return { refreshed: [], ...(released !== undefined ? { released } : {}), failed, firstError: failed > 0 ? new ConnectionClosedError() : undefined, closed: true };
+}
+
 /**
  * Sends `+WPI` as a request on each message's reply subject and waits for the server's
  * answers. Every frame is published before this returns its promise, so nothing is sent
  * after the caller stops.
  */
 export function sendConfirmedRound(msgs: readonly JsMsg[], connection: RequestConnection, timeoutMs: number): Promise<RoundResult> {
-  if (batchConnectionClosed(msgs, connection)) {
-    return Promise.resolve({ refreshed: [], failed: msgs.length, firstError: new ConnectionClosedError(), closed: true });
-  }
+  if (batchConnectionClosed(msgs, connection)) return Promise.resolve(closedRound(msgs));
   const pending: Promise<number>[] = [];
   let released: number[] | undefined;
   let failed = 0;

@@ -69,7 +69,7 @@ export interface HeartbeatLimitEvent extends BatchEventBase {
  * ```
  */
 export interface LeaseExpiredEvent extends BatchEventBase {
-  /** How far past the deadline the expiry was noticed. */
+  /** How far past the deadline the expiry was noticed (0 when the connection closed first). */
   readonly overdueMs: number;
   /** Heartbeats sent before the lease ran out. */
   readonly beats: number;

@@ -4,7 +4,7 @@
  * asks for it.
  */
 import type { JsMsg } from "@nats-io/jetstream";
-import { errorName, HeartbeatLimitError, LeaseExpiredError } from "../errors.js";
+import { ConnectionClosedError, errorName, HeartbeatLimitError, LeaseExpiredError } from "../errors.js";
 import type { VerifiedInProgressPolicy } from "../policy/in-progress-policy.js";
 import { windowFor, windowIsShared } from "../policy/redelivery-window.js";
 import { batchConnectionClosed, closerOf } from "../nats/connection-state.js";
@@ -13,8 +13,7 @@ import type { MetricsRecorder } from "../telemetry/metrics-recorder.js";
 import type { MetricsSink } from "../telemetry/metrics-sink.js";
 import type { TraceRecorder } from "../telemetry/tracing.js";
 import { sendConfirmedRound, sendRound, type ClosableConnection, type RequestConnection, type RoundResult } from "./heartbeat-round.js";
-import { publishLeaseEvent } from "./lease-events.js";
-import { countLastThreadRounds, countRoundAnsweredLate, countThreadRounds, reportRound, reportThreadReading, type ReportTarget } from "./beat-reports.js";
+import { countLastThreadRounds, countRoundAnsweredLate, countThreadRounds, reportLeaseExpired, reportLimit, reportRound, reportThreadFailed, reportThreadReading, type ReportTarget } from "./beat-reports.js";
 import { trackBatch } from "./batch-deadlines.js";
 import type { LeaseTracker } from "./lease-tracker.js";
 import type { CheckedThreadConnection } from "./heartbeat-thread-options.js";
@@ -54,7 +53,6 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
   readonly #metrics: MetricsRecorder;
   readonly #run: Pick<WorkRun, "abort">;
   readonly #tracker: LeaseTracker;
-  readonly #batchId: number;
   readonly #trace: TraceRecorder;
   /** Where its rounds are counted, traced and published. */
   readonly #reports: ReportTarget;
@@ -90,7 +88,6 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
     batchId: number,
     trace: TraceRecorder,
   ) {
-    this.#batchId = batchId;
     this.#trace = trace;
     this.#msgs = msgs;
     this.#policy = policy;
@@ -176,15 +173,7 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
 
   /** A failure of the thread itself, for the whole batch: one failed beat. */
   #threadFailed(name: string, final: boolean): void {
-    this.#metrics.count(MetricNames.IN_PROGRESS_FAILURES_TOTAL);
-    publishLeaseEvent("heartbeatFailed", () => ({
-      batchId: this.#batchId,
-      batchSize: this.#msgs.length,
-      beat: this.beats,
-      failedMessages: this.#msgs.length,
-      errorName: name,
-      final,
-    }));
+    reportThreadFailed(name, final, this.beats, this.#reports);
   }
 
   /** No more beats (abort, limit, closed connection); the lease is still watched. */
@@ -298,7 +287,7 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
     reportRound(result, beat, durationMs, latenessMs, confirmed, this.#reports);
     if (result.failed === 0) return;
     if (result.closed) {
-      this.stopBeating();
+      this.#connectionClosed(this.#scheduler.clock.now());
     } else if (this.#beating && this.#nextBeat !== undefined) {
       // Retry before the lease runs out rather than a full interval later.
       const now = this.#scheduler.clock.now();
@@ -309,37 +298,37 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
 
   #limitReached(): void {
     const onLimit = this.#opts.onLimit;
-    this.#metrics.count(MetricNames.IN_PROGRESS_MAX_HEARTBEATS_REACHED_TOTAL);
-    publishLeaseEvent("heartbeatLimit", () => ({
-      batchId: this.#batchId,
-      batchSize: this.#msgs.length,
-      maxHeartbeats: this.#policy.maxHeartbeats,
-      onLimit,
-    }));
+    reportLimit(this.#policy.maxHeartbeats, onLimit, this.#reports);
     this.#beating = false;
     this.#nextBeat = undefined;
     if (onLimit === "abort" && !this.#finishing) this.#run.abort(new HeartbeatLimitError(this.#policy.maxHeartbeats), true);
   }
 
-  /** The lease ran out. `abortWork`: the work still runs and is told (not when it already settled). */
-  #expire(now: number, abortWork = true): void {
+  /**
+   * The connection closed for good while beats went on: no beat and no ACK can reach the server
+   * again, so the lease is lost now rather than at its deadline, and the work is told at once (it
+   * can skip a commit that would be redelivered anyway). Once the work is over, beats just stop.
+   */
+  #connectionClosed(now: number): void {
+    if (this.#finishing || this.#tracker.deadline === Number.POSITIVE_INFINITY) this.stopBeating();
+    else this.#expire(now, true, new ConnectionClosedError());
+  }
+
+  /**
+   * The lease ran out. `abortWork`: the work still runs and is told (not when it already settled).
+   * `closed`: given up before its deadline because the connection closed (overdue 0 until then).
+   */
+  #expire(now: number, abortWork = true, closed?: ConnectionClosedError): void {
     this.#expired = true;
     this.#beating = false;
     this.#nextBeat = undefined;
     this.#seat?.leave();
     this.#thread?.stop();
-    const overdueMs = now - this.#tracker.deadline;
-    this.#metrics.count(MetricNames.IN_PROGRESS_LEASE_EXPIRED_TOTAL);
-    this.#trace.leaseLost(overdueMs);
-    publishLeaseEvent("leaseExpired", () => ({
-      batchId: this.#batchId,
-      batchSize: this.#msgs.length,
-      overdueMs,
-      beats: this.beats,
-    }));
+    const overdueMs = closed === undefined ? now - this.#tracker.deadline : Math.max(0, now - this.#tracker.deadline);
+    reportLeaseExpired(overdueMs, this.beats, this.#reports);
     this.#scheduler.cancel(this);
     // The work goes on: it decides what a lost lease means (usually: do not commit).
-    if (abortWork) this.#run.abort(new LeaseExpiredError(overdueMs), false);
+    if (abortWork) this.#run.abort(new LeaseExpiredError(overdueMs, closed && { cause: closed }), false);
   }
 
   // --- beats from the heartbeat thread -------------------------------------------------------
@@ -412,7 +401,10 @@ export class Supervision implements ScheduledTask, SupervisionHandle {
       if (this.#tracker.deadline === Number.POSITIVE_INFINITY && this.#beating) this.stopBeating();
     }
     if (r.limit && this.#beating) this.#limitReached();
-    if (this.#beating && batchConnectionClosed(this.#msgs, this.#opts.connection)) this.stopBeating();
+    if (this.#beating && batchConnectionClosed(this.#msgs, this.#opts.connection)) {
+      this.#connectionClosed(now);
+      if (this.#expired) return;
+    }
     if (thread.closed) this.#leaveThread(now);
   }
 

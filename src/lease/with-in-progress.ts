@@ -35,8 +35,9 @@ import { SupervisedContext, WorkRun } from "./work-run.js";
  *   lease aborts `ctx.signal` with {@link LeaseExpiredError} too (unless something aborted it
  *   first; `ctx.lease.expired` says so either way), but the call then waits for the work,
  *   however long it takes, and returns what it returns.
- * - A failed beat is counted, never fatal to the work and never success; a closed connection
- *   ends supervision.
+ * - A failed beat is counted, never fatal to the work and never success; a beat that finds the
+ *   connection closed ends supervision and the lease with it (`LeaseExpiredError`, its `cause` a
+ *   `ConnectionClosedError`): nothing can keep or settle the messages any more.
  *
  * All batches share one unref'd timer per process.
  *

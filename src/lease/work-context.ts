@@ -48,7 +48,7 @@ export interface Lease {
 export interface WorkContext {
   /**
    * Aborted when the host's `options.signal` aborts (with its reason), when the lease expires
-   * ({@link LeaseExpiredError}), or when `maxHeartbeats` is reached with `onLimit: "abort"`
+   * or a beat finds the connection closed ({@link LeaseExpiredError}), or when `maxHeartbeats` is reached with `onLimit: "abort"`
    * ({@link HeartbeatLimitError}).
    */
   readonly signal: AbortSignal;

@@ -17,7 +17,7 @@ const METRIC_NAMES = {
   CURRENT_IN_PROGRESS_BATCHES_ACTIVE: "current_in_progress_batches_active",
   /** Observation (seconds): time spent sending one heartbeat round. */
   IN_PROGRESS_HEARTBEAT_SECONDS: "in_progress_heartbeat_seconds",
-  /** Counter: batches whose lease ran out before the work finished. */
+  /** Counter: batches whose lease ran out (or whose connection closed) before the work finished. */
   IN_PROGRESS_LEASE_EXPIRED_TOTAL: "in_progress_lease_expired_total",
   /** Counter: beats withheld because the work reported no progress (`requireProgress`). */
   IN_PROGRESS_BEATS_SKIPPED_TOTAL: "in_progress_beats_skipped_total",
@@ -150,7 +150,7 @@ const DEFINITIONS: Record<MetricName, Omit<MetricDefinition, "name" | "labelName
   in_progress_max_heartbeats_reached_total: { kind: "counter", unit: "1", help: "Batches that reached maxHeartbeats" },
   current_in_progress_batches_active: { kind: "gauge", unit: "1", help: "Batches currently under heartbeat supervision", additive: true },
   in_progress_heartbeat_seconds: { kind: "observation", unit: "s", help: "Time spent sending one heartbeat round" },
-  in_progress_lease_expired_total: { kind: "counter", unit: "1", help: "Batches whose redelivery deadline passed without an accepted heartbeat" },
+  in_progress_lease_expired_total: { kind: "counter", unit: "1", help: "Batches whose lease was lost: the redelivery deadline passed without an accepted heartbeat, or the connection closed under the write" },
   in_progress_beats_skipped_total: { kind: "counter", unit: "1", help: "Heartbeats withheld because the work reported no progress" },
   in_progress_tick_lateness_seconds: { kind: "observation", unit: "s", help: "How late a heartbeat tick fired against its schedule" },
   in_progress_heartbeats_per_batch: { kind: "observation", unit: "1", help: "Heartbeats sent per supervised batch" },

@@ -5,6 +5,7 @@
 import { describe, expect, it, vi } from "vitest";
 import type { JsMsg } from "@nats-io/jetstream";
 import {
+  ConnectionClosedError,
   InMemoryMetrics,
   LeaseExpiredError,
   MetricNames,
@@ -225,7 +226,7 @@ describe("withInProgress on a real nats-server", () => {
     await spy.dispose();
   });
 
-  it("closing the connection mid-work neither crashes nor acks; the message comes back", async () => {
+  it("closing the connection mid-work neither crashes nor acks; the work is told at the next beat and still returns; the message comes back", async () => {
     const own = await fx.srv.connect();
     const f = await createFixture(own, { ackWaitMs: ACK_WAIT_MS });
     const spy = await AckSpy.start(fx.spyConn, f.stream);
@@ -236,19 +237,31 @@ describe("withInProgress on a real nats-server", () => {
     const onUnhandled = (e: unknown) => unhandled.push(e);
     process.on("unhandledRejection", onUnhandled);
     try {
-      // The lease runs out ~1 s after the close; a long shutdown bound lets the work finish
-      // on its own time instead of racing it.
-      const result = await withInProgress(msgs, async () => {
+      // The next beat (about 0.5 s after the close) finds it closed and ends the lease there;
+      // the deadline would pass 1.5 s after the close. A long shutdown bound lets the work
+      // finish on its own time instead of racing it.
+      let closedAt = 0;
+      let abortedAt = 0;
+      let reason: unknown;
+      const result = await withInProgress(msgs, async (ctx) => {
+        ctx.signal.addEventListener("abort", () => ((abortedAt = performance.now()), (reason = ctx.signal.reason)), { once: true });
         await sleep(1500);
         await own.close();
+        closedAt = performance.now();
         await sleep(2500);
         return "written";
       }, policyFor({ shutdownTimeoutMs: 60_000 }), { metrics });
+      // The call still waits for the work and returns what it returns.
       expect(result).toBe("written");
+      expect(reason).toBeInstanceOf(LeaseExpiredError);
+      expect((reason as LeaseExpiredError).cause).toBeInstanceOf(ConnectionClosedError);
+      expect((reason as LeaseExpiredError).overdueMs).toBe(0);
+      expect(abortedAt - closedAt).toBeGreaterThan(0);
+      expect(abortedAt - closedAt).toBeLessThan(1000 + 1000);
       const c = metrics.snapshot().counters;
-      expect(c[MetricNames.IN_PROGRESS_FAILURES_TOTAL]).toBeGreaterThanOrEqual(1);
-      // The closed connection ended supervision: one failed attempt, no more.
+      // The closed connection ended supervision: one failed attempt, no more, and the lease.
       expect(c[MetricNames.IN_PROGRESS_FAILURES_TOTAL]).toBe(1);
+      expect(c[MetricNames.IN_PROGRESS_LEASE_EXPIRED_TOTAL]).toBe(1);
       msgs[0]?.ack(); // a no-op on a closed connection
       const fresh: Fixture = { ...f, nc: fx.nc, js: (await import("@nats-io/jetstream")).jetstream(fx.nc) };
       const again = await fetchBatch(fresh, 1, 5000);

@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import diagnostics from "node:diagnostics_channel";
 import {
+  ConnectionClosedError,
   DiagnosticsChannels,
   HeartbeatLimitError,
   InMemoryMetrics,
@@ -321,20 +322,58 @@ describe("withInProgress with fake timers", () => {
     expect(m.calls.ack).toBe(0);
   });
 
-  it("a closed connection ends supervision: counted as a failure, no further beats", async () => {
+  it("a closed connection ends supervision: counted as a failure, no further beats, the lease lost at that beat", async () => {
     const m = fakeMsg();
     const metrics = new InMemoryMetrics();
     let closed = false;
     const done = deferred();
-    const p = withInProgress(m, () => done.promise, policy(), { metrics, connection: { isClosed: () => closed } });
+    let ctx: WorkContext | undefined;
+    let abortedAt: number | undefined;
+    const p = withInProgress(m, (c) => {
+      ctx = c;
+      c.signal.addEventListener("abort", () => (abortedAt = Date.now()));
+      return done.promise;
+    }, policy(), { metrics, connection: { isClosed: () => closed } });
+    const start = Date.now();
     await vi.advanceTimersByTimeAsync(5000);
     expect(m.calls.working).toBe(1);
     closed = true;
+    await vi.advanceTimersByTimeAsync(4999);
+    expect(ctx!.signal.aborted).toBe(false);
+    // The next beat finds it closed: the lease is given up there, not at its deadline (35 s).
+    await vi.advanceTimersByTimeAsync(1);
+    expect(abortedAt! - start).toBe(10_000);
+    const reason = ctx!.signal.reason as LeaseExpiredError;
+    expect(reason).toBeInstanceOf(LeaseExpiredError);
+    expect(reason.cause).toBeInstanceOf(ConnectionClosedError);
+    expect(reason.overdueMs).toBe(0);
+    expect(reason.message).toMatch(/connection is closed/);
+    expect(ctx!.lease!.expired).toBe(true);
     await vi.advanceTimersByTimeAsync(30_000);
     expect(m.calls.working).toBe(1);
     const c = metrics.snapshot().counters;
     expect(c[MetricNames.IN_PROGRESS_FAILURES_TOTAL]).toBe(1);
     expect(c[MetricNames.IN_PROGRESS_ATTEMPTS_TOTAL]).toBe(2);
+    expect(c[MetricNames.IN_PROGRESS_LEASE_EXPIRED_TOTAL]).toBe(1);
+    done.resolve();
+    await p;
+    expect([m.calls.ack, m.calls.nak.length, m.calls.term.length]).toEqual([0, 0, 0]);
+  });
+
+  it("a closed connection found after the work settled every message itself loses no lease", async () => {
+    const m = fakeMsg();
+    const metrics = new InMemoryMetrics();
+    let closed = false;
+    const done = deferred();
+    let ctx: WorkContext | undefined;
+    const p = withInProgress(m, (c) => ((ctx = c), done.promise), policy(), { metrics, connection: { isClosed: () => closed } });
+    await vi.advanceTimersByTimeAsync(5000);
+    m.ack();
+    closed = true;
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(ctx!.signal.aborted).toBe(false);
+    expect(ctx!.lease!.expired).toBe(false);
+    expect(metrics.snapshot().counters[MetricNames.IN_PROGRESS_LEASE_EXPIRED_TOTAL] ?? 0).toBe(0);
     done.resolve();
     await p;
   });

@@ -12,12 +12,14 @@
  *   or onLimit "abort" lets it reject earlier, with that reason, once shutdownTimeoutMs passed;
  * - a lost lease aborts ctx.signal with LeaseExpiredError (unless another abort came first) and
  *   the call still waits for the work; `ctx.lease.expired` reports it whatever aborted first (and,
- *   where the schedule is fully known, the lease is lost exactly when it must be);
+ *   where the schedule is fully known, the lease is lost exactly when it must be); a closed
+ *   connection ends the lease at the first round (cause `ConnectionClosedError`);
  * - a misbehaving metrics sink never reaches the caller; no unhandled rejection; no timer left.
  */
 import fc from "fast-check";
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import {
+  ConnectionClosedError,
   HeartbeatLimitError,
   InMemoryMetrics,
   LeaseExpiredError,
@@ -294,6 +296,18 @@ function verify(s: Scenario, o: Observed): void {
       if (o.signalReason instanceof LeaseExpiredError) check(o.signalAbortedAt === lostAt, "ctx.signal aborts when the lease is lost", d);
     }
     if (mustKeep && !near(lostAt, stop)) check(!lost, "the lease holds while beats are accepted", d);
+  }
+
+  // A closed connection: the first round finds it and gives the lease up there, before its
+  // deadline, telling the work at once (it could not be kept: no beat or ACK can leave).
+  if (supervised && s.closed === true && (s.receivedAgoMs ?? 0) < Math.min(...s.msgs.map((m) => windowOf(s.policy, m.dc)))) {
+    const firstRound = Math.max(o.startedAt, o.startedAt - (s.receivedAgoMs ?? 0) + s.policy.intervalMs);
+    if (o.signalReason instanceof LeaseExpiredError) {
+      check(o.signalReason.cause instanceof ConnectionClosedError && o.signalReason.overdueMs === 0, "a closed connection ends the lease with a ConnectionClosedError cause, 0 overdue", d);
+      check(near(o.signalAbortedAt!, firstRound), "the lease ends at the first round after the close", d);
+    }
+    const ranPast = o.call.at > firstRound + SLACK_MS && (o.workSettledAt === undefined || o.workSettledAt > firstRound + SLACK_MS);
+    if (ranPast && s.selfSettles.length === 0) check(o.ctx?.lease?.expired === true, "a write still running at the first round after a close has lost its lease", d);
   }
 
   // Metrics: the sink saw the beats and the gauge went back to zero.
