@@ -38,7 +38,7 @@ export class LeaseExpiredError extends Error {
    */
   constructor(overdueMs: number, options?: ErrorOptions) {
     super(
-      (options?.cause as { name?: unknown } | undefined)?.name === "ConnectionClosedError"
+      options?.cause instanceof ConnectionClosedError
         ? "InProgress lease lost: the connection is closed, so no heartbeat or ACK can reach the server; JetStream redelivers the message after AckWait"
         : `InProgress lease expired ${Math.round(overdueMs)} ms ago: the message may already be redelivered to another worker`,
       options,

@@ -360,6 +360,14 @@ describe("withInProgress with fake timers", () => {
     expect([m.calls.ack, m.calls.nak.length, m.calls.term.length]).toEqual([0, 0, 0]);
   });
 
+  it("the lease-lost message names the closed connection only when the cause is the library's ConnectionClosedError", () => {
+    expect(new LeaseExpiredError(0, { cause: new ConnectionClosedError() }).message).toMatch(/connection is closed/);
+    // A host error that merely shares the name is not the library's: the deadline message stays.
+    const lookalike = Object.assign(new Error("host"), { name: "ConnectionClosedError" });
+    expect(new LeaseExpiredError(12, { cause: lookalike }).message).toMatch(/expired 12 ms ago/);
+    expect(new LeaseExpiredError(12).message).toMatch(/expired 12 ms ago/);
+  });
+
   it("a closed connection found after the work settled every message itself loses no lease", async () => {
     const m = fakeMsg();
     const metrics = new InMemoryMetrics();
