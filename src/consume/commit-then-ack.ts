@@ -290,7 +290,7 @@ export class CommitThenAck {
    * `2 × shutdownTimeoutMs` after the abort, even if a write never settles, and only after the
    * frames it owes were flushed to the server. It rejects only for bad arguments (before the
    * first pull, or pull options the client itself refuses at the first pull) or when the
-   * connection is closed for good.
+   * connection is closed for good (or draining: it refuses every pull until it closes).
    *
    * A consumer with priority groups (nats-server 2.11+) is pulled through `pull.group`; with
    * `forConsumer`, a pull that names none of its groups is refused before the first pull. A

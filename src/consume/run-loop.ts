@@ -67,7 +67,7 @@ export function retryDelayMs(failures: number): number {
   return Math.min(MAX_RETRY_DELAY_MS, FIRST_RETRY_DELAY_MS * 2 ** Math.min(Math.max(failures, 1) - 1, 16));
 }
 
-/** Runs batches until `settings.signal` aborts; rejects only when the connection is closed for good. */
+/** Runs batches until `settings.signal` aborts; rejects only when the connection is closed for good (or draining). */
 export async function runBatches(settings: LoopSettings, loop: LoopContext): Promise<void> {
   const signal = settings.signal;
   const { intake } = loop;
@@ -211,7 +211,7 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
 /**
  * The pulls a loop has open, each ending by itself: their errors are counted, reported with
  * the pause before the next attempt, and stop the loop only when retrying cannot help (the
- * client refused the options, the connection is closed for good).
+ * client refused the options, the connection is closed for good or draining).
  */
 export class PullTasks {
   readonly #source: PullSource;
@@ -284,7 +284,8 @@ export class PullTasks {
           }
           this.#failures += 1;
           this.#loop.metrics.count(MetricNames.FETCH_FAILURES_TOTAL);
-          // Nothing can be sent on a closed connection: the loop ends (no retry to announce), and the messages come back after AckWait.
+          // A closed connection, or a draining one (it only ends in a close), takes no pull again:
+          // the loop ends (no retry to announce).
           if (isClosed(err, this.#loop.connection)) {
             callGuarded(this.#settings.onError, err, Object.freeze({ during: "fetch" as const, consecutiveFailures: this.#failures }));
             this.stopped ??= err;
@@ -360,15 +361,20 @@ export function refusedPull(err: unknown): TypeError {
   );
 }
 
-/** Whether a pull failed because the connection is closed for good. */
+/**
+ * Whether a pull failed because the connection is closed for good, or draining: a draining
+ * connection refuses every new subscription, so every pull, until it closes.
+ */
 export function isClosed(err: unknown, connection: Pick<NatsConnection, "isClosed"> | undefined): boolean {
   try {
     if (connection && connection.isClosed()) return true;
   } catch {
     // fall through
   }
-  // The 3.x client's error, this library's, and the nats 2.x client's NatsError by its code.
-  return err instanceof Error && (err.name === "ClosedConnectionError" || err.name === "ConnectionClosedError" || (err as { code?: unknown }).code === "CONNECTION_CLOSED");
+  if (!(err instanceof Error)) return false;
+  // The 3.x client's errors, this library's, and the nats 2.x client's NatsError by its code.
+  const code = (err as { code?: unknown }).code;
+  return err.name === "ClosedConnectionError" || err.name === "ConnectionClosedError" || err.name === "DrainingConnectionError" || code === "CONNECTION_CLOSED" || code === "CONNECTION_DRAINING";
 }
 
 /** Waits `ms`, or less when `signal` aborts. */

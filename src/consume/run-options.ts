@@ -49,7 +49,7 @@ export interface RunErrorContext {
   readonly during: "start" | "fetch" | "report" | "settle" | "callback";
   /** For `fetch`: failures in a row, this one included. */
   readonly consecutiveFailures?: number;
-  /** For `fetch`: the pause before the next pull, in milliseconds; absent when the connection is closed for good (the loop then ends). */
+  /** For `fetch`: the pause before the next pull, in milliseconds; absent when the connection is closed for good or draining (the loop then ends). */
   readonly retryInMs?: number;
   /** For `settle`: the action the message got. */
   readonly action?: string;

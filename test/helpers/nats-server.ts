@@ -304,10 +304,26 @@ export class NatsServer implements AsyncDisposable {
     const child = this.#child;
     if (!child || !this.running) return;
     const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+    // A frozen process takes no SIGTERM until it runs again.
+    child.kill("SIGCONT");
     child.kill("SIGTERM");
     const timer = setTimeout(() => child.kill("SIGKILL"), 5000);
     await exited;
     clearTimeout(timer);
+  }
+
+  /**
+   * Freezes the process (SIGSTOP): its connections stay open and nothing is answered, as a
+   * server stalled by its host; {@link thaw} lets it go on. A frozen server is thawed before it
+   * is stopped.
+   */
+  freeze(): void {
+    if (this.#child && this.running) this.#child.kill("SIGSTOP");
+  }
+
+  /** Lets a frozen server go on (SIGCONT). */
+  thaw(): void {
+    if (this.#child && this.running) this.#child.kill("SIGCONT");
   }
 
   /** Kills the process with SIGKILL (a crash). */

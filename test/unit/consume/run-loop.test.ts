@@ -198,6 +198,9 @@ describe("runBatches", () => {
     expect(isClosed(named("ClosedConnectionError"), undefined)).toBe(true);
     expect(isClosed(named("ConnectionClosedError"), undefined)).toBe(true);
     expect(isClosed(named("NatsError", "CONNECTION_CLOSED"), undefined)).toBe(true);
+    // A draining connection refuses every pull until it closes, on either client.
+    expect(isClosed(named("DrainingConnectionError"), { isClosed: () => false })).toBe(true);
+    expect(isClosed(named("NatsError", "CONNECTION_DRAINING"), { isClosed: () => false })).toBe(true);
     // Or the connection says so, whatever the error.
     expect(isClosed(new Error("anything"), { isClosed: () => true })).toBe(true);
     // Errors worth a retry: a timeout, a disconnect, a NatsError of another code, not an Error.
