@@ -85,7 +85,9 @@ export interface CommitThenAckOptions {
    * asks one of every ACK still unconfirmed. While a loop's ACK is on its way, another delivery
    * of the same message is acked, not written again.
    * Given here, the window is `timeoutMs × (retries + 1)` everywhere. `false` turns
-   * confirmation off everywhere.
+   * confirmation off everywhere. On a connection the host is draining no answer can come back:
+   * a loop's own confirmation then sends plain `+ACK`s (`confirmed: false`), and a host's
+   * explicit one reports them unconfirmed (`AckNotConfirmedError`).
    */
   readonly confirmAck?: ConfirmAckOptions | false;
   /**

@@ -21,6 +21,8 @@ export interface ConfirmingConnection {
   subscribe(subject: string, options: { callback: (err: unknown, msg: { subject: string; headers?: { code?: number } | undefined }) => void }): { unsubscribe(): void };
   publish(subject: string, payload: Uint8Array, options?: { reply: string }): void;
   isClosed(): boolean;
+  /** Both clients have it: a draining connection has dropped (or refuses) the reply subscription. */
+  isDraining?(): boolean;
 }
 
 /** Whether `nc` can carry batch confirmations. */
@@ -33,16 +35,41 @@ export function canConfirmInBatches(nc: unknown): nc is ConfirmingConnection {
 export interface AckBatch {
   /**
    * Sends `+ACK` to every subject of each run (indexes into the batch's subjects, all to one
-   * consumer), a reply asked only of each run's last frame.
+   * consumer), a reply asked only of each run's last frame. When the connection refuses a
+   * publish (draining past its subscriptions, or closed), stops there and returns the error and
+   * the indexes whose frame did not leave.
    */
-  sendRuns(runs: readonly (readonly number[])[]): void;
-  /** Sends `+ACK` again to each of `indexes`, each asking for its own reply. */
+  sendRuns(runs: readonly (readonly number[])[]): RefusedFrames | undefined;
+  /** Sends `+ACK` again to each of `indexes`, each asking for its own reply; throws what the connection throws. */
   resend(indexes: readonly number[]): void;
   dispose(): void;
 }
 
+/** Frames the connection refused to publish, and why. */
+export interface RefusedFrames {
+  readonly error: unknown;
+  /** Indexes into the batch's subjects, in sending order. */
+  readonly unsent: readonly number[];
+}
+
 /** Encoded once: every frame of every batch sends the same bytes. */
 const ACK = new TextEncoder().encode("+ACK");
+
+/**
+ * Sends a plain `+ACK` (no reply asked) to each of `subjects`, in order; stops at the first the
+ * connection refuses and returns the error and the indexes not sent.
+ */
+export function sendPlainAcks(nc: ConfirmingConnection, subjects: readonly string[]): RefusedFrames | undefined {
+  let k = 0;
+  try {
+    for (; k < subjects.length; k++) nc.publish(subjects[k]!, ACK);
+  } catch (error) {
+    const unsent: number[] = [];
+    for (; k < subjects.length; k++) unsent.push(k);
+    return { error, unsent };
+  }
+  return undefined;
+}
 /** Marks a reply subject that answers for a run ("r"). */
 const R = "r".charCodeAt(0);
 
@@ -116,8 +143,8 @@ export class AckInbox {
 
   #subscribe(): void {
     if (this.#subscribed) return;
-    this.#subscribed = true;
     const offset = this.#prefix.length + 1;
+    // Throws when the connection refuses it (draining or closed): the next batch asks again.
     this.#nc.subscribe(`${this.#prefix}.>`, {
       callback: (err, msg) => {
         if (err) return;
@@ -130,6 +157,7 @@ export class AckInbox {
         this.#waiting.get(rest.slice(0, dot))?.(index, msg.headers?.code ?? 0, run);
       },
     });
+    this.#subscribed = true;
   }
 }
 
@@ -149,14 +177,25 @@ class InboxBatch implements AckBatch {
     this.#subjects = subjects;
   }
 
-  sendRuns(runs: readonly (readonly number[])[]): void {
+  sendRuns(runs: readonly (readonly number[])[]): RefusedFrames | undefined {
     const nc = this.#nc;
     const subjects = this.#subjects;
-    for (const run of runs) {
-      const last = run.length - 1;
-      for (let j = 0; j < last; j++) nc.publish(subjects[run[j]!]!, ACK);
-      nc.publish(subjects[run[last]!]!, ACK, { reply: `${this.#prefix}r${run[last]!}` });
+    // Where the sending is, for a refusal: one try around the loops, not one per frame.
+    let r = 0;
+    let j = 0;
+    try {
+      for (; r < runs.length; r++) {
+        const run = runs[r]!;
+        const last = run.length - 1;
+        for (j = 0; j < last; j++) nc.publish(subjects[run[j]!]!, ACK);
+        nc.publish(subjects[run[last]!]!, ACK, { reply: `${this.#prefix}r${run[last]!}` });
+      }
+    } catch (error) {
+      const unsent = runs[r]!.slice(j);
+      for (let q = r + 1; q < runs.length; q++) unsent.push(...runs[q]!);
+      return { error, unsent };
     }
+    return undefined;
   }
 
   resend(indexes: readonly number[]): void {

@@ -3,9 +3,9 @@
  * delay, and Term with a reason only where the server understands one.
  */
 import type { JsMsg } from "@nats-io/jetstream";
-import { AckNotConfirmedError } from "../errors.js";
+import { AckNotConfirmedError, ConnectionClosedError } from "../errors.js";
 import { connectionDown, requesterOf, serverVersionOf, type Requester } from "../nats/connection-state.js";
-import { AckInbox, consumerRuns, type AckBatch, type ConfirmingConnection } from "../nats/ack-inbox.js";
+import { AckInbox, consumerRuns, sendPlainAcks, type AckBatch, type ConfirmingConnection } from "../nats/ack-inbox.js";
 import { deliveryCount, isSettled, markSettled, replySubject } from "../nats/message-access.js";
 import { nakDelay, type NakDelay } from "../policy/nak-delay.js";
 import { TERM_REASON_SINCE, atLeast } from "../policy/server-version.js";
@@ -39,6 +39,8 @@ export interface AckOutcome {
   readonly confirmed: boolean;
   /** Set when a confirmed ACK got no reply after every attempt: it may or may not have landed. */
   readonly error?: unknown;
+  /** The connection refused the frame (`error` says why): it did not leave, the message is left for redelivery. */
+  readonly unsent?: true;
 }
 
 const ACK = "+ACK";
@@ -113,7 +115,35 @@ export function ackBatchConfirmed(
     markSettled(m);
   }
   if (subjects.length === 0) return Promise.resolve(outcomes);
-  return new Promise((resolve) => new ConfirmedBatch(msgs, options, nc, budget, bridgeElections, subjects, index, outcomes, resolve).start());
+  // A draining connection has dropped the reply subscription, or refuses a new one: no answer
+  // can come back, yet frames still leave until its subscriptions are drained.
+  if (nc.isDraining?.() === true) return Promise.resolve(acksWithoutReplies(nc, subjects, index, outcomes));
+  return new Promise((resolve) => {
+    let batch: ConfirmedBatch;
+    try {
+      batch = new ConfirmedBatch(msgs, options, nc, budget, bridgeElections, subjects, index, outcomes, resolve);
+    } catch {
+      // The connection refused the reply subscription (it began to drain or closed since).
+      resolve(acksWithoutReplies(nc, subjects, index, outcomes));
+      return;
+    }
+    batch.start();
+  });
+}
+
+/** Plain `+ACK`s (unconfirmed) for a connection that cannot carry replies; a refused one is unsent. */
+function acksWithoutReplies(nc: ConfirmingConnection, subjects: readonly string[], index: readonly number[], outcomes: AckOutcome[]): AckOutcome[] {
+  const refused = sendPlainAcks(nc, subjects);
+  if (refused !== undefined) {
+    const unsent = unsentOutcome(nc, refused.error);
+    for (const k of refused.unsent) outcomes[index[k]!] = unsent;
+  }
+  return outcomes;
+}
+
+/** A frame the connection refused: the library's own error when it is closed, else the client's. */
+function unsentOutcome(nc: ConfirmingConnection, error: unknown): AckOutcome {
+  return { confirmed: false, unsent: true, error: nc.isClosed() ? new ConnectionClosedError({ cause: error }) : error };
 }
 
 /**
@@ -148,6 +178,8 @@ class ConfirmedBatch {
   #refused: Set<number> | undefined = undefined;
   #everRefused = false;
   #attempts = 1;
+  /** What the connection threw when it refused a frame, if it did. */
+  #failure: unknown = undefined;
   #timer: ReturnType<typeof setTimeout> | undefined = undefined;
   /** The run each run's last frame answers for (first attempt: one reply per run). */
   readonly #runOf: (readonly number[] | undefined)[];
@@ -189,8 +221,21 @@ class ConfirmedBatch {
 
   /** The first attempt: one reply per run of frames to one consumer; it answers for the run. */
   start(): void {
-    this.#sent.sendRuns(this.#runs);
-    this.#arm(this.#timeoutMs);
+    const refused = this.#sent.sendRuns(this.#runs);
+    if (refused === undefined) {
+      this.#arm(this.#timeoutMs);
+      return;
+    }
+    // The connection refuses frames now (draining past its subscriptions, or closed): those
+    // did not leave, and the ones that did can get no answer any more.
+    const unsent = unsentOutcome(this.#nc, refused.error);
+    for (const k of refused.unsent) {
+      this.#unconfirmed[k] = 0;
+      this.#missing -= 1;
+      this.#outcomes[this.#index[k]!] = unsent;
+    }
+    this.#failure = refused.error;
+    this.#finish();
   }
 
   #left(): number {
@@ -209,7 +254,7 @@ class ConfirmedBatch {
     this.#sent.dispose();
     if (this.#missing > 0) {
       const last = this.#everRefused ? { name: "NoRespondersError" } : { name: "TimeoutError" };
-      const error = new AckNotConfirmedError(this.#attempts, Object.assign(new Error("no confirmation"), last));
+      const error = new AckNotConfirmedError(this.#attempts, this.#failure ?? Object.assign(new Error("no confirmation"), last));
       for (const k of this.#stillMissing()) this.#outcomes[this.#index[k]!] = { confirmed: false, error };
     }
     this.#resolve(this.#outcomes);
@@ -227,13 +272,21 @@ class ConfirmedBatch {
     // While the client is between connections nothing it sends arrives: the loops keep asking
     // until it is back, as for an election, up to a minute.
     if (this.#bridgeElections && connectionDown(this.#msgs[0]!) === true) this.#extendDeadline();
-    if (this.#left() <= 0 || this.#nc.isClosed() || this.#attempts >= this.#maxAttempts) {
+    // A draining connection has dropped the reply subscription: no answer comes any more.
+    if (this.#left() <= 0 || this.#nc.isClosed() || this.#nc.isDraining?.() === true || this.#attempts >= this.#maxAttempts) {
       this.#finish();
       return;
     }
     this.#attempts += 1;
     this.#refused?.clear();
-    this.#sent.resend(this.#stillMissing());
+    try {
+      this.#sent.resend(this.#stillMissing());
+    } catch (err) {
+      // Refused (a timer callback must not throw): these frames left in an earlier attempt.
+      this.#failure = err;
+      this.#finish();
+      return;
+    }
     this.#arm(this.#timeoutMs);
   }
 

@@ -144,8 +144,15 @@ export class Settler {
       }
       return msgs.map((msg, i) => {
         const o = outcomes[i]!;
+        // Refused by the connection: no frame left, the message comes back after AckWait.
+        if (o.unsent === true) this.#config.metrics.count(MetricNames.ACKS_UNSENT_TOTAL);
         // Built without a spread: one object per message, not two.
-        const r: MessageResult = o.error !== undefined ? { msg, action: "acked", confirmed: o.confirmed, settleError: o.error } : { msg, action: "acked", confirmed: o.confirmed };
+        const r: MessageResult =
+          o.unsent === true
+            ? { msg, action: "left", settleError: o.error }
+            : o.error !== undefined
+              ? { msg, action: "acked", confirmed: o.confirmed, settleError: o.error }
+              : { msg, action: "acked", confirmed: o.confirmed };
         return scope.leaseLost ? markLeaseLost(r) : r;
       });
     });
@@ -189,6 +196,7 @@ export class Settler {
       m.ack();
     } catch (settleError) {
       // The frame did not leave: the message is redelivered after AckWait.
+      this.#config.metrics.count(MetricNames.ACKS_UNSENT_TOTAL);
       return withError({ msg: m, action: "left", settleError }, error);
     }
     return withError({ msg: m, action: "acked" }, error);

@@ -51,7 +51,7 @@ const METRIC_NAMES = {
   MESSAGES_ABANDONED_TOTAL: "messages_abandoned_total",
   /** Counter: ACKs held while the client was between connections and sent after the reconnect. */
   ACKS_HELD_TOTAL: "acks_held_total",
-  /** Counter: ACKs of committed messages that could not be sent before their lease ran out (expect a redelivery). */
+  /** Counter: ACKs of committed messages that could not be sent: held past their lease while the client was between connections, or refused by the connection (expect a redelivery). */
   ACKS_UNSENT_TOTAL: "acks_unsent_total",
   /** Counter: deliveries of a message a loop had committed, arriving while its ACK was on its way (an election, a reconnect) or delivered again within a minute of its confirmed ACK (a leader lost before replicating it, or one that lost the deliveries): acked, not written again. */
   REDELIVERIES_OF_COMMITTED_TOTAL: "redeliveries_of_committed_total",
@@ -167,7 +167,7 @@ const DEFINITIONS: Record<MetricName, Omit<MetricDefinition, "name" | "labelName
   write_retries_total: { kind: "counter", unit: "1", help: "Writes tried again in place after the whole batch failed temporarily" },
   messages_abandoned_total: { kind: "counter", unit: "1", help: "Messages whose write was still running at the shutdown bound" },
   acks_held_total: { kind: "counter", unit: "1", help: "ACKs held during a disconnect and sent after the reconnect" },
-  acks_unsent_total: { kind: "counter", unit: "1", help: "ACKs of committed messages that could not be sent before their lease ran out" },
+  acks_unsent_total: { kind: "counter", unit: "1", help: "ACKs of committed messages that could not be sent: held past their lease, or refused by the connection" },
   redeliveries_of_committed_total: { kind: "counter", unit: "1", help: "Deliveries of a message a loop had committed, arriving while its ACK was on its way or within a minute of its confirmed ACK: acked, not written again" },
   settle_failures_total: { kind: "counter", unit: "1", help: "Ack, nak, term or dead-letter operations that failed" },
   batch_write_seconds: { kind: "observation", unit: "s", help: "Duration of the host's write for one batch" },

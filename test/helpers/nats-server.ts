@@ -314,11 +314,22 @@ export class NatsServer implements AsyncDisposable {
 
   /**
    * Freezes the process (SIGSTOP): its connections stay open and nothing is answered, as a
-   * server stalled by its host; {@link thaw} lets it go on. A frozen server is thawed before it
-   * is stopped.
+   * server stalled by its host; {@link thaw} lets it go on. Resolves once every thread of the
+   * process has stopped (a thread still running could answer one more frame). A frozen server
+   * is thawed before it is stopped.
    */
-  freeze(): void {
-    if (this.#child && this.running) this.#child.kill("SIGSTOP");
+  async freeze(): Promise<void> {
+    const child = this.#child;
+    if (!child?.pid || !this.running) throw new Error("freeze: the server is not running");
+    child.kill("SIGSTOP");
+    const tasks = `/proc/${child.pid}/task`;
+    const deadline = performance.now() + 5000;
+    // The state is the field after the parenthesised command name of each thread's stat line.
+    const stopped = (): boolean => readdirSync(tasks).every((t) => /\) T /.test(readFileSync(join(tasks, t, "stat"), "utf8")));
+    while (!stopped()) {
+      if (performance.now() > deadline) throw new Error("freeze: the server's threads did not all stop within 5 s");
+      await sleep(2);
+    }
   }
 
   /** Lets a frozen server go on (SIGCONT). */

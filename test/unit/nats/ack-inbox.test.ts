@@ -113,3 +113,100 @@ describe("ackBatchConfirmed", () => {
     expect((await control).map((o) => o.confirmed)).toEqual([true, true]);
   });
 });
+
+describe("ackBatchConfirmed on a connection that refuses", () => {
+  const refusal = (): Error => Object.assign(new Error("connection draining"), { name: "DrainingConnectionError" });
+
+  it("a draining connection gets plain ACKs (no reply can come back): every frame leaves, unconfirmed, no error", async () => {
+    const msgs = [fakeMsg(), fakeMsg(), fakeMsg()];
+    let subscribed = 0;
+    const nc = { ...fakeConfirmingConnection(() => 0), isDraining: () => true };
+    nc.subscribe = () => ((subscribed += 1), { unsubscribe() {} });
+    const outcomes = await ackBatchConfirmed(msgs, { timeoutMs: 1000, retries: 1 }, nc, UNBOUNDED, true);
+    expect(outcomes).toEqual(msgs.map(() => ({ confirmed: false })));
+    expect(nc.frames.map((f) => [f.subject, f.reply])).toEqual(msgs.map((m) => [m.reply, undefined]));
+    expect(subscribed).toBe(0);
+  });
+
+  it("a refused reply subscription falls back to plain ACKs, and the next batch asks for the subscription again", async () => {
+    const base = fakeConfirmingConnection(() => 0);
+    let refuse = true;
+    const nc: typeof base = {
+      ...base,
+      subscribe(subject, options) {
+        if (refuse) throw refusal();
+        return base.subscribe(subject, options);
+      },
+    };
+    const first = [fakeMsg(), fakeMsg()];
+    expect(await ackBatchConfirmed(first, { timeoutMs: 1000, retries: 1 }, nc, UNBOUNDED, false)).toEqual([{ confirmed: false }, { confirmed: false }]);
+    expect(nc.frames.every((f) => f.reply === undefined)).toBe(true);
+    refuse = false;
+    const second = [fakeMsg()];
+    expect(await ackBatchConfirmed(second, { timeoutMs: 1000, retries: 1 }, nc, UNBOUNDED, false)).toEqual([{ confirmed: true }]);
+  });
+
+  it("a publish refused mid-batch: the frames before it left (unconfirmed), the rest are unsent with the refusal", async () => {
+    const msgs = [fakeMsg({ consumer: "A" }), fakeMsg({ consumer: "A" }), fakeMsg({ consumer: "B" }), fakeMsg({ consumer: "B" })];
+    const base = fakeConfirmingConnection(() => undefined);
+    const err = refusal();
+    const nc: typeof base = {
+      ...base,
+      publish(subject, payload, options) {
+        if (base.frames.length === 3) throw err;
+        base.publish(subject, payload, options);
+      },
+    };
+    const outcomes = await ackBatchConfirmed(msgs, { timeoutMs: 1000, retries: 1 }, nc, UNBOUNDED, false);
+    expect(nc.frames).toHaveLength(3);
+    expect(outcomes.slice(0, 3).map((o) => [o.confirmed, o.unsent, (o.error as Error).name])).toEqual([
+      [false, undefined, "AckNotConfirmedError"],
+      [false, undefined, "AckNotConfirmedError"],
+      [false, undefined, "AckNotConfirmedError"],
+    ]);
+    expect(outcomes[3]).toEqual({ confirmed: false, unsent: true, error: err });
+  });
+
+  it("a publish refused on a connection that closed: unsent, the library's ConnectionClosedError", async () => {
+    const base = fakeConfirmingConnection(() => undefined);
+    const nc: typeof base = {
+      ...base,
+      isClosed: () => true,
+      publish() {
+        throw Object.assign(new Error("closed"), { name: "ClosedConnectionError" });
+      },
+    };
+    const [o] = await ackBatchConfirmed([fakeMsg()], { timeoutMs: 1000, retries: 1 }, nc, UNBOUNDED, false);
+    expect(o).toMatchObject({ confirmed: false, unsent: true });
+    expect((o!.error as Error).name).toBe("ConnectionClosedError");
+    expect(((o!.error as Error).cause as Error).name).toBe("ClosedConnectionError");
+  });
+
+  it("a retry refused in its timer ends the batch (nothing thrown from the timer): the frames left in the first attempt, unconfirmed", async () => {
+    const base = fakeConfirmingConnection(() => undefined);
+    const nc: typeof base = {
+      ...base,
+      publish(subject, payload, options) {
+        if (base.frames.length >= 2) throw refusal();
+        base.publish(subject, payload, options);
+      },
+    };
+    const outcomes = await ackBatchConfirmed([fakeMsg(), fakeMsg()], { timeoutMs: 20, retries: 3 }, nc, UNBOUNDED, false);
+    expect(outcomes.map((o) => [o.confirmed, o.unsent, (o.error as Error).name])).toEqual([
+      [false, undefined, "AckNotConfirmedError"],
+      [false, undefined, "AckNotConfirmedError"],
+    ]);
+    expect((outcomes[0]!.error as { lastErrorName?: string }).lastErrorName).toBe("DrainingConnectionError");
+  });
+
+  it("a connection that starts to drain while the answers are awaited is not asked again: no reply can come back", async () => {
+    let draining = false;
+    const nc = { ...fakeConfirmingConnection(() => undefined), isDraining: () => draining };
+    const pending = ackBatchConfirmed([fakeMsg()], { timeoutMs: 20, retries: 5 }, nc, UNBOUNDED, true);
+    draining = true;
+    const [o] = await pending;
+    expect(o).toMatchObject({ confirmed: false });
+    expect((o!.error as Error).name).toBe("AckNotConfirmedError");
+    expect(nc.frames).toHaveLength(1);
+  });
+});

@@ -7,7 +7,7 @@
  */
 import { describe, expect, it, vi } from "vitest";
 import type { JsMsg } from "@nats-io/jetstream";
-import { ConnectionClosedError, DisconnectedError, InMemoryMetrics, MetricNames, PermanentSinkError } from "../../../src/index.js";
+import { CommitThenAck, ConnectionClosedError, DisconnectedError, InMemoryMetrics, MetricNames, PermanentSinkError } from "../../../src/index.js";
 import { AckingDeliveries, LATE_GRACE_MS, UNCONFIRMED_GRACE_MS } from "../../../src/settle/acking-deliveries.js";
 import type { DeadLetterTarget } from "../../../src/settle/dead-letter.js";
 import { DeliveryLimits } from "../../../src/settle/delivery-limits.js";
@@ -171,5 +171,37 @@ describe("WriteOutcome", () => {
     // @ts-expect-error a rejected write carries its error
     const noError: WriteOutcome = { ...base, ok: false };
     expect([noReport.ok, noError.ok]).toEqual([true, false]);
+  });
+});
+
+describe("a loop's confirmed ACKs on a connection that refuses frames (draining past its subscriptions)", () => {
+  it("what left is acked (unconfirmed), what the connection refused is left with its error and counted unsent; nothing throws", async () => {
+    const s = setup(() => undefined);
+    const publish = s.nc.publish.bind(s.nc);
+    const refusal = Object.assign(new Error("connection draining"), { name: "DrainingConnectionError" });
+    s.nc.publish = (subject, payload, options) => {
+      if (s.nc.frames.length >= 1) throw refusal;
+      publish(subject, payload, options);
+    };
+    const result = await s.settle();
+    expect(result.messages.map((r) => [r.action, r.confirmed, (r.settleError as Error).name])).toEqual([
+      ["acked", false, "AckNotConfirmedError"],
+      ["left", undefined, "DrainingConnectionError"],
+      ["left", undefined, "DrainingConnectionError"],
+    ]);
+    expect(result).toMatchObject({ acked: 1, left: 2 });
+    expect(s.nc.frames).toHaveLength(1);
+    expect(s.sink.snapshot().counters[MetricNames.ACKS_UNSENT_TOTAL]).toBe(2);
+  });
+
+  it("a plain ACK the connection refuses: left with the client's error, counted unsent", async () => {
+    const metrics = new InMemoryMetrics();
+    const m = fakeMsg();
+    m.ack = () => {
+      throw Object.assign(new Error("connection draining"), { name: "DrainingConnectionError" });
+    };
+    const result = await new CommitThenAck({ metrics }).process([m], async () => undefined);
+    expect(result.messages.map((r) => [r.action, (r.settleError as Error).name])).toEqual([["left", "DrainingConnectionError"]]);
+    expect(metrics.snapshot().counters[MetricNames.ACKS_UNSENT_TOTAL]).toBe(1);
   });
 });
