@@ -286,7 +286,7 @@ export class PullTasks {
           this.#loop.metrics.count(MetricNames.FETCH_FAILURES_TOTAL);
           // A closed connection, or a draining one (it only ends in a close), takes no pull again:
           // the loop ends (no retry to announce).
-          if (isClosed(err, this.#loop.connection)) {
+          if (closedOrDraining(err, this.#loop.connection)) {
             callGuarded(this.#settings.onError, err, Object.freeze({ during: "fetch" as const, consecutiveFailures: this.#failures }));
             this.stopped ??= err;
             return;
@@ -365,7 +365,7 @@ export function refusedPull(err: unknown): TypeError {
  * Whether a pull failed because the connection is closed for good, or draining: a draining
  * connection refuses every new subscription, so every pull, until it closes.
  */
-export function isClosed(err: unknown, connection: Pick<NatsConnection, "isClosed"> | undefined): boolean {
+export function closedOrDraining(err: unknown, connection: Pick<NatsConnection, "isClosed"> | undefined): boolean {
   try {
     if (connection && connection.isClosed()) return true;
   } catch {

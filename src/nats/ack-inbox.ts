@@ -70,6 +70,7 @@ export function sendPlainAcks(nc: ConfirmingConnection, subjects: readonly strin
   }
   return undefined;
 }
+
 /** Marks a reply subject that answers for a run ("r"). */
 const R = "r".charCodeAt(0);
 
@@ -135,29 +136,37 @@ export class AckInbox {
    * run sent by `sendRuns`, so its answer covers the whole run. Dispose of the handle when done.
    */
   open(ackSubjects: readonly string[], answered: (index: number, status: number, run: boolean) => void): AckBatch {
-    this.#subscribe();
     const token = `${(++batches).toString(36)}`;
     this.#waiting.set(token, answered);
     return new InboxBatch(this.#nc, this.#waiting, token, `${this.#prefix}.${token}.`, ackSubjects);
   }
 
-  #subscribe(): void {
-    if (this.#subscribed) return;
+  /**
+   * Subscribes the inbox on first use. False when the connection refuses the subscription
+   * (it is draining or closed): no answer could come back, and a later batch asks again.
+   * Call before `open`.
+   */
+  ready(): boolean {
+    if (this.#subscribed) return true;
     const offset = this.#prefix.length + 1;
-    // Throws when the connection refuses it (draining or closed): the next batch asks again.
-    this.#nc.subscribe(`${this.#prefix}.>`, {
-      callback: (err, msg) => {
-        if (err) return;
-        const rest = msg.subject.slice(offset);
-        const dot = rest.indexOf(".");
-        const run = rest.charCodeAt(dot + 1) === R;
-        // Anything else published to the inbox names no frame: only our own digits count.
-        const index = frameIndex(rest, run ? dot + 2 : dot + 1);
-        if (dot < 0 || index < 0) return;
-        this.#waiting.get(rest.slice(0, dot))?.(index, msg.headers?.code ?? 0, run);
-      },
-    });
+    try {
+      this.#nc.subscribe(`${this.#prefix}.>`, {
+        callback: (err, msg) => {
+          if (err) return;
+          const rest = msg.subject.slice(offset);
+          const dot = rest.indexOf(".");
+          const run = rest.charCodeAt(dot + 1) === R;
+          // Anything else published to the inbox names no frame: only our own digits count.
+          const index = frameIndex(rest, run ? dot + 2 : dot + 1);
+          if (dot < 0 || index < 0) return;
+          this.#waiting.get(rest.slice(0, dot))?.(index, msg.headers?.code ?? 0, run);
+        },
+      });
+    } catch {
+      return false;
+    }
     this.#subscribed = true;
+    return true;
   }
 }
 

@@ -115,24 +115,34 @@ export function ackBatchConfirmed(
     markSettled(m);
   }
   if (subjects.length === 0) return Promise.resolve(outcomes);
-  // A draining connection has dropped the reply subscription, or refuses a new one: no answer
-  // can come back, yet frames still leave until its subscriptions are drained.
-  if (nc.isDraining?.() === true) return Promise.resolve(acksWithoutReplies(nc, subjects, index, outcomes));
-  return new Promise((resolve) => {
-    let batch: ConfirmedBatch;
-    try {
-      batch = new ConfirmedBatch(msgs, options, nc, budget, bridgeElections, subjects, index, outcomes, resolve);
-    } catch {
-      // The connection refused the reply subscription (it began to drain or closed since).
-      resolve(acksWithoutReplies(nc, subjects, index, outcomes));
-      return;
-    }
-    batch.start();
-  });
+  // A draining connection has dropped the reply subscription, or refuses a new one (so does a
+  // closed one): no answer can come back, yet frames still leave until its subscriptions are
+  // drained.
+  const inbox = AckInbox.for(nc);
+  if (nc.isDraining?.() === true || !inbox.ready()) return Promise.resolve(acksWithoutReplies(nc, subjects, index, outcomes));
+  let batch: ConfirmedBatch;
+  try {
+    batch = new ConfirmedBatch(inbox, msgs, options, nc, budget, bridgeElections, subjects, index, outcomes);
+  } catch (fault) {
+    // Not a refusal but a fault: the ACKs still leave, and the fault is reported with each of
+    // them, not taken for a mere "unconfirmed" (nor thrown into a settling batch).
+    return Promise.resolve(acksWithoutReplies(nc, subjects, index, outcomes, { confirmed: false, error: fault }));
+  }
+  return new Promise((resolve) => batch.start(resolve));
 }
 
-/** Plain `+ACK`s (unconfirmed) for a connection that cannot carry replies; a refused one is unsent. */
-function acksWithoutReplies(nc: ConfirmingConnection, subjects: readonly string[], index: readonly number[], outcomes: AckOutcome[]): AckOutcome[] {
+/**
+ * Plain `+ACK`s for a connection that cannot carry replies, each reported `sent` (unconfirmed by
+ * default); a refused one is unsent.
+ */
+function acksWithoutReplies(
+  nc: ConfirmingConnection,
+  subjects: readonly string[],
+  index: readonly number[],
+  outcomes: AckOutcome[],
+  sent: AckOutcome = NOT_CONFIRMED,
+): AckOutcome[] {
+  if (sent !== NOT_CONFIRMED) for (const i of index) outcomes[i] = sent;
   const refused = sendPlainAcks(nc, subjects);
   if (refused !== undefined) {
     const unsent = unsentOutcome(nc, refused.error);
@@ -160,7 +170,7 @@ class ConfirmedBatch {
   /** Each frame's message, as an index into the batch. */
   readonly #index: readonly number[];
   readonly #outcomes: AckOutcome[];
-  readonly #resolve: (outcomes: AckOutcome[]) => void;
+  #resolve: (outcomes: AckOutcome[]) => void = ignoreOutcomes;
   readonly #timeoutMs: number;
   /** How long the attempts may take in all: `timeoutMs × (retries + 1)`. */
   readonly #window: number;
@@ -188,6 +198,7 @@ class ConfirmedBatch {
   readonly #resend = (): void => this.#onTimer();
 
   constructor(
+    inbox: AckInbox,
     msgs: readonly JsMsg[],
     options: ConfirmAckOptions,
     nc: ConfirmingConnection,
@@ -196,7 +207,6 @@ class ConfirmedBatch {
     subjects: readonly string[],
     index: readonly number[],
     outcomes: AckOutcome[],
-    resolve: (outcomes: AckOutcome[]) => void,
   ) {
     this.#msgs = msgs;
     this.#nc = nc;
@@ -205,7 +215,6 @@ class ConfirmedBatch {
     this.#subjects = subjects;
     this.#index = index;
     this.#outcomes = outcomes;
-    this.#resolve = resolve;
     this.#timeoutMs = options.timeoutMs ?? DEFAULT_CONFIRM_TIMEOUT_MS;
     this.#window = this.#timeoutMs * ((options.retries ?? 2) + 1);
     this.#maxAttempts = bridgeElections ? Number.POSITIVE_INFINITY : (options.retries ?? 2) + 1;
@@ -216,11 +225,12 @@ class ConfirmedBatch {
     this.#runs = consumerRuns(subjects);
     this.#runOf = new Array<readonly number[] | undefined>(subjects.length);
     for (const run of this.#runs) this.#runOf[run[run.length - 1]!] = run;
-    this.#sent = AckInbox.for(nc).open(subjects, (k, status, run) => this.#onAnswer(k, status, run));
+    this.#sent = inbox.open(subjects, (k, status, run) => this.#onAnswer(k, status, run));
   }
 
   /** The first attempt: one reply per run of frames to one consumer; it answers for the run. */
-  start(): void {
+  start(resolve: (outcomes: AckOutcome[]) => void): void {
+    this.#resolve = resolve;
     const refused = this.#sent.sendRuns(this.#runs);
     if (refused === undefined) {
       this.#arm(this.#timeoutMs);
@@ -341,6 +351,7 @@ const ELECTION_CAP_MS = 60_000;
 
 const CONFIRMED: AckOutcome = Object.freeze({ confirmed: true });
 const NOT_CONFIRMED: AckOutcome = Object.freeze({ confirmed: false });
+const ignoreOutcomes = (): void => {};
 
 /**
  * Sends `-NAK` with the delay that makes the server wait `requestedMs` (see

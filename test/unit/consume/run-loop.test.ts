@@ -4,7 +4,7 @@ import type { JsMsg } from "@nats-io/jetstream";
 import { Intake } from "../../../src/consume/intake.js";
 import type { Arrival, PullSource } from "../../../src/consume/pull-source.js";
 import { runEachMessage, type EachContext } from "../../../src/consume/run-each.js";
-import { isClosed, runBatches, Waker, type LoopContext } from "../../../src/consume/run-loop.js";
+import { closedOrDraining, runBatches, Waker, type LoopContext } from "../../../src/consume/run-loop.js";
 import { validateRunOptions } from "../../../src/consume/run-options.js";
 import { AckingDeliveries, type StoredIds } from "../../../src/settle/acking-deliveries.js";
 import type { BatchResult } from "../../../src/settle/batch-result.js";
@@ -192,22 +192,22 @@ describe("runBatches", () => {
     expect(getEventListeners(host.signal, "abort")).toHaveLength(0);
   });
 
-  it("a pull that failed on a connection closed for good is told apart from one to retry, on either client", () => {
+  it("a pull that failed on a connection closed for good, or draining, is told apart from one to retry, on either client", () => {
     const named = (name: string, code?: string): Error => Object.assign(new Error(name), { name }, code === undefined ? {} : { code });
     // The 3.x client, this library, and the nats 2.x client (a NatsError known by its code).
-    expect(isClosed(named("ClosedConnectionError"), undefined)).toBe(true);
-    expect(isClosed(named("ConnectionClosedError"), undefined)).toBe(true);
-    expect(isClosed(named("NatsError", "CONNECTION_CLOSED"), undefined)).toBe(true);
+    expect(closedOrDraining(named("ClosedConnectionError"), undefined)).toBe(true);
+    expect(closedOrDraining(named("ConnectionClosedError"), undefined)).toBe(true);
+    expect(closedOrDraining(named("NatsError", "CONNECTION_CLOSED"), undefined)).toBe(true);
     // A draining connection refuses every pull until it closes, on either client.
-    expect(isClosed(named("DrainingConnectionError"), { isClosed: () => false })).toBe(true);
-    expect(isClosed(named("NatsError", "CONNECTION_DRAINING"), { isClosed: () => false })).toBe(true);
+    expect(closedOrDraining(named("DrainingConnectionError"), { isClosed: () => false })).toBe(true);
+    expect(closedOrDraining(named("NatsError", "CONNECTION_DRAINING"), { isClosed: () => false })).toBe(true);
     // Or the connection says so, whatever the error.
-    expect(isClosed(new Error("anything"), { isClosed: () => true })).toBe(true);
+    expect(closedOrDraining(new Error("anything"), { isClosed: () => true })).toBe(true);
     // Errors worth a retry: a timeout, a disconnect, a NatsError of another code, not an Error.
-    expect(isClosed(named("NatsError", "TIMEOUT"), { isClosed: () => false })).toBe(false);
-    expect(isClosed(named("TimeoutError"), undefined)).toBe(false);
-    expect(isClosed({ code: "CONNECTION_CLOSED" }, undefined)).toBe(false);
-    expect(isClosed(named("NatsError", "CONNECTION_CLOSED"), { isClosed: () => { throw new Error("gone"); } })).toBe(true);
+    expect(closedOrDraining(named("NatsError", "TIMEOUT"), { isClosed: () => false })).toBe(false);
+    expect(closedOrDraining(named("TimeoutError"), undefined)).toBe(false);
+    expect(closedOrDraining({ code: "CONNECTION_CLOSED" }, undefined)).toBe(false);
+    expect(closedOrDraining(named("NatsError", "CONNECTION_CLOSED"), { isClosed: () => { throw new Error("gone"); } })).toBe(true);
   });
 
   it("the shutdown bound of batches written after the abort does not outlive the loop", async () => {

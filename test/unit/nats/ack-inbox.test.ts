@@ -146,6 +146,24 @@ describe("ackBatchConfirmed on a connection that refuses", () => {
     expect(await ackBatchConfirmed(second, { timeoutMs: 1000, retries: 1 }, nc, UNBOUNDED, false)).toEqual([{ confirmed: true }]);
   });
 
+  it("a fault that is no refusal is reported with every ACK, not taken for 'unconfirmed': the ACKs still leave", async () => {
+    const msgs = [fakeMsg(), fakeMsg()];
+    const nc = fakeConfirmingConnection(() => 0);
+    const fault = new Error("a fault in the batch");
+    const options = {
+      retries: 1,
+      get timeoutMs(): number {
+        throw fault;
+      },
+    };
+    const outcomes = await ackBatchConfirmed(msgs, options, nc, UNBOUNDED, false);
+    expect(outcomes).toEqual([
+      { confirmed: false, error: fault },
+      { confirmed: false, error: fault },
+    ]);
+    expect(nc.frames.map((f) => [f.subject, f.reply])).toEqual(msgs.map((m) => [m.reply, undefined]));
+  });
+
   it("a publish refused mid-batch: the frames before it left (unconfirmed), the rest are unsent with the refusal", async () => {
     const msgs = [fakeMsg({ consumer: "A" }), fakeMsg({ consumer: "A" }), fakeMsg({ consumer: "B" }), fakeMsg({ consumer: "B" })];
     const base = fakeConfirmingConnection(() => undefined);
