@@ -144,7 +144,7 @@ export class AckInbox {
   /**
    * Subscribes the inbox on first use. False when the connection refuses the subscription
    * (it is draining or closed): no answer could come back, and a later batch asks again.
-   * Call before `open`.
+   * Any other refusal is a fault and is thrown. Call before `open`.
    */
   ready(): boolean {
     if (this.#subscribed) return true;
@@ -162,8 +162,11 @@ export class AckInbox {
           this.#waiting.get(rest.slice(0, dot))?.(index, msg.headers?.code ?? 0, run);
         },
       });
-    } catch {
-      return false;
+    } catch (error) {
+      // Draining or closed is the one refusal that means "no replies"; anything else (a prefix
+      // the client will not take as a subject, say) must not pass silently as "unconfirmed".
+      if (this.#nc.isClosed() || this.#nc.isDraining?.() === true) return false;
+      throw error;
     }
     this.#subscribed = true;
     return true;

@@ -118,31 +118,32 @@ export function ackBatchConfirmed(
   // A draining connection has dropped the reply subscription, or refuses a new one (so does a
   // closed one): no answer can come back, yet frames still leave until its subscriptions are
   // drained.
-  const inbox = AckInbox.for(nc);
-  if (nc.isDraining?.() === true || !inbox.ready()) return Promise.resolve(acksWithoutReplies(nc, subjects, index, outcomes));
-  let batch: ConfirmedBatch;
+  let batch: ConfirmedBatch | undefined;
   try {
-    batch = new ConfirmedBatch(inbox, msgs, options, nc, budget, bridgeElections, subjects, index, outcomes);
+    const inbox = AckInbox.for(nc);
+    if (nc.isDraining?.() !== true && inbox.ready()) batch = new ConfirmedBatch(inbox, msgs, options, nc, budget, bridgeElections, subjects, index, outcomes);
   } catch (fault) {
     // Not a refusal but a fault: the ACKs still leave, and the fault is reported with each of
     // them, not taken for a mere "unconfirmed" (nor thrown into a settling batch).
     return Promise.resolve(acksWithoutReplies(nc, subjects, index, outcomes, { confirmed: false, error: fault }));
   }
-  return new Promise((resolve) => batch.start(resolve));
+  if (batch === undefined) return Promise.resolve(acksWithoutReplies(nc, subjects, index, outcomes, NOT_CONFIRMED));
+  const opened = batch;
+  return new Promise((resolve) => opened.start(resolve));
 }
 
 /**
- * Plain `+ACK`s for a connection that cannot carry replies, each reported `sent` (unconfirmed by
- * default); a refused one is unsent.
+ * Plain `+ACK`s for a connection that cannot carry replies, each reported `sent`; a refused one
+ * is unsent.
  */
 function acksWithoutReplies(
   nc: ConfirmingConnection,
   subjects: readonly string[],
   index: readonly number[],
   outcomes: AckOutcome[],
-  sent: AckOutcome = NOT_CONFIRMED,
+  sent: AckOutcome,
 ): AckOutcome[] {
-  if (sent !== NOT_CONFIRMED) for (const i of index) outcomes[i] = sent;
+  for (const i of index) outcomes[i] = sent;
   const refused = sendPlainAcks(nc, subjects);
   if (refused !== undefined) {
     const unsent = unsentOutcome(nc, refused.error);

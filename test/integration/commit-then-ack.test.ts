@@ -7,8 +7,9 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { describe, expect, it } from "vitest";
 import { AckPolicy, jetstream, jetstreamManager, type JsMsg } from "@nats-io/jetstream";
-import { nanos } from "@nats-io/transport-node";
+import { nanos, type NatsConnection } from "@nats-io/transport-node";
 import {
+  AckNotConfirmedError,
   CommitThenAck,
   ConsumerPolicyError,
   DeadLetterHeaders,
@@ -32,6 +33,16 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const root = join(import.meta.dirname, "..", "..");
 const policy = () =>
   verifyInProgressPolicy({ enabled: true, intervalMs: 700, maxHeartbeats: 50, shutdownTimeoutMs: 1000 }, { ackWaitMs: ACK_WAIT_MS, source: "configured" });
+
+/** Whether this client refuses a subject with a space when subscribing (recent 3.x clients do). */
+function refusesSpaces(nc: NatsConnection): boolean {
+  try {
+    nc.subscribe("_INBOX probe.x").unsubscribe();
+    return false;
+  } catch {
+    return true;
+  }
+}
 
 describe("CommitThenAck on a real nats-server", () => {
   const fx = useServer();
@@ -332,6 +343,44 @@ describe("CommitThenAck on a real nats-server", () => {
     const acks = spy.of("+ACK");
     expect(acks).toHaveLength(n);
     expect(acks.filter((x) => x.withReply).map((x) => x.streamSequence)).toEqual([msgs[n - 1]!.seq]);
+  });
+
+  it("a confirming connection whose client refuses the reply subscription (an inbox prefix that is no subject): every +ACK still leaves, plain, each result carries the client's error, and a second worker receives nothing", async () => {
+    const f = await createFixture(fx.nc, { ackWaitMs: ACK_WAIT_MS });
+    await using spy = await AckSpy.start(fx.spyConn, f.stream);
+    // Both clients take the prefix at connect time and refuse it only as a subscription subject.
+    const bad = await fx.srv.connect({ inboxPrefix: "_INBOX bad" });
+    try {
+      const seqs = await publish(f, 3);
+      const msgs = await fetchBatch(f, 3);
+      const ack = new CommitThenAck({ connection: bad, confirmAck: { timeoutMs: 1000, retries: 1 } });
+      const result = await ack.process(msgs, async () => undefined);
+      expect(result.outcome).toBe("acked");
+      expect(result.messages.map((m) => [m.action, m.confirmed])).toEqual(seqs.map(() => ["acked", false]));
+      const error = result.messages[0]!.settleError;
+      expect(error).toBeInstanceOf(Error);
+      if (!refusesSpaces(bad)) {
+        // Older clients (nats 2.x, @nats-io 3.0) send the prefix to the server unchecked; no
+        // answer ever comes, and that is reported too, never hidden.
+        expect(result.messages.every((m) => m.settleError instanceof AckNotConfirmedError)).toBe(true);
+        return;
+      }
+      expect(String(error)).toMatch(/subject/i);
+      expect(result.messages.every((m) => m.settleError === error)).toBe(true);
+      await bad.flush();
+      await fx.drain();
+      const acks = spy.of("+ACK");
+      expect(acks.map((x) => x.streamSequence).sort((a, b) => a - b)).toEqual(seqs);
+      expect(acks.some((x) => x.withReply)).toBe(false);
+      // The ACKs landed: a second worker pulling past AckWait receives nothing.
+      const rival = await startRival(jetstream(fx.rivalConn), f.stream, f.consumer);
+      await sleep(ACK_WAIT_MS + 1500);
+      await rival.stop();
+      expect(rival.received).toEqual([]);
+      expect((await consumerInfo(f)).num_ack_pending).toBe(0);
+    } finally {
+      await bad.close();
+    }
   });
 
   it("partial results: the committed messages are acked, the failures settled by class", async () => {

@@ -128,11 +128,13 @@ describe("ackBatchConfirmed on a connection that refuses", () => {
     expect(subscribed).toBe(0);
   });
 
-  it("a refused reply subscription falls back to plain ACKs, and the next batch asks for the subscription again", async () => {
+  it("a reply subscription refused by a closed connection falls back to plain ACKs, and the next batch asks for the subscription again", async () => {
     const base = fakeConfirmingConnection(() => 0);
     let refuse = true;
     const nc: typeof base = {
       ...base,
+      // Closed when it refuses: the refusal that means "no replies".
+      isClosed: () => refuse,
       subscribe(subject, options) {
         if (refuse) throw refusal();
         return base.subscribe(subject, options);
@@ -162,6 +164,32 @@ describe("ackBatchConfirmed on a connection that refuses", () => {
       { confirmed: false, error: fault },
     ]);
     expect(nc.frames.map((f) => [f.subject, f.reply])).toEqual(msgs.map((m) => [m.reply, undefined]));
+  });
+
+  it("a reply subscription refused on an open connection is a fault: every ACK leaves plain with it as its error, and the next batch asks again", async () => {
+    const base = fakeConfirmingConnection(() => 0);
+    const fault = new Error("invalid subject");
+    let refuse = true;
+    let asked = 0;
+    const nc: typeof base = {
+      ...base,
+      subscribe(subject, options) {
+        asked += 1;
+        if (refuse) throw fault;
+        return base.subscribe(subject, options);
+      },
+    };
+    const first = [fakeMsg(), fakeMsg()];
+    expect(await ackBatchConfirmed(first, { timeoutMs: 1000, retries: 1 }, nc, UNBOUNDED, false)).toEqual([
+      { confirmed: false, error: fault },
+      { confirmed: false, error: fault },
+    ]);
+    expect(nc.frames.map((f) => [f.subject, f.reply])).toEqual(first.map((m) => [m.reply, undefined]));
+    expect(first.every((m) => m.didAck)).toBe(true);
+    refuse = false;
+    const second = [fakeMsg()];
+    expect(await ackBatchConfirmed(second, { timeoutMs: 1000, retries: 1 }, nc, UNBOUNDED, false)).toEqual([{ confirmed: true }]);
+    expect(asked).toBe(2);
   });
 
   it("a publish refused mid-batch: the frames before it left (unconfirmed), the rest are unsent with the refusal", async () => {
