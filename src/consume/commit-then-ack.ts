@@ -289,7 +289,10 @@ export class CommitThenAck {
    * again before they are abandoned. So `run` resolves at most the pull expiry plus
    * `2 × shutdownTimeoutMs` after the abort, even if a write never settles, and only after the
    * frames it owes were flushed to the server. It rejects only for bad arguments (before the
-   * first pull, or pull options the client itself refuses at the first pull) or when the
+   * first pull, pull options the client itself refuses at the first pull, or a delivered
+   * message the library cannot supervise, such as one without `working()` from an untyped
+   * wrapper: the loop stops pulling, lets the other writes settle, and rejects with that
+   * `TypeError`; nothing was sent for the message, which stays redeliverable) or when the
    * connection is closed for good (or draining: it refuses every pull until it closes).
    *
    * A consumer with priority groups (nats-server 2.11+) is pulled through `pull.group`; with

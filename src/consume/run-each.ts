@@ -35,6 +35,8 @@ export async function runEachMessage(settings: LoopSettings, loop: EachContext):
   // Handlers running now: a slot is free as soon as its handler returned, while its message is
   // still being settled (an ACK needs no handler).
   let handling = 0;
+  /** The first message refused before its handler ran: the loop ends with it. */
+  let refused: { readonly err: unknown } | undefined;
   const wake = new Waker(signal);
   let source: PullSource | undefined;
 
@@ -52,7 +54,16 @@ export async function runEachMessage(settings: LoopSettings, loop: EachContext):
     };
     const p = loop
       .processOne(m, receivedAt, child.signal, handled)
-      .then((result) => reportSettled(settings, result))
+      .then(
+        (result) => reportSettled(settings, result),
+        (err: unknown) => {
+          // Rejected before its handler ran (a malformed argument: nothing was sent, the message
+          // stays redeliverable). The loop stops and rejects with it; left to reject here, it
+          // would go unhandled until the loop ends (Node.js ends the process on one).
+          refused ??= { err };
+          wake.wake();
+        },
+      )
       .finally(() => {
         child.release();
         running.delete(p);
@@ -79,7 +90,7 @@ export async function runEachMessage(settings: LoopSettings, loop: EachContext):
   });
 
   try {
-    while (!signal?.aborted && pulls.stopped === undefined) {
+    while (!signal?.aborted && pulls.stopped === undefined && refused === undefined) {
       if (loop.sinkDown()) {
         await wake.wait();
         continue;
@@ -114,5 +125,6 @@ export async function runEachMessage(settings: LoopSettings, loop: EachContext):
     wake.dispose();
     await loop.flush();
   }
+  if (refused !== undefined) throw refused.err;
   if (pulls.stopped !== undefined) throw pulls.stopped;
 }

@@ -67,7 +67,10 @@ export function retryDelayMs(failures: number): number {
   return Math.min(MAX_RETRY_DELAY_MS, FIRST_RETRY_DELAY_MS * 2 ** Math.min(Math.max(failures, 1) - 1, 16));
 }
 
-/** Runs batches until `settings.signal` aborts; rejects only when the connection is closed for good (or draining). */
+/**
+ * Runs batches until `settings.signal` aborts; rejects when the connection is closed for good
+ * (or draining), or with the first batch refused before its write started.
+ */
 export async function runBatches(settings: LoopSettings, loop: LoopContext): Promise<void> {
   const signal = settings.signal;
   const { intake } = loop;
@@ -83,6 +86,8 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
   // ACKs follow at once) or its frames went out, before confirmed ACKs are answered.
   const inFlight = new Set<Promise<void>>();
   let writing = 0;
+  /** The first batch that was refused before its write started: the loop ends with it. */
+  let refused: { readonly err: unknown } | undefined;
   // What can start now: free writes' worth of batches, less what already waits for one; nothing
   // while the sink is down (a batch is retried in place).
   const room = (): number =>
@@ -124,7 +129,16 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
     };
     const p = loop
       .process(msgs, receivedAt, child.signal, release, sequences !== undefined && stamps !== undefined ? { sequences, stamps } : undefined)
-      .then((result) => reportSettled(settings, result))
+      .then(
+        (result) => reportSettled(settings, result),
+        (err: unknown) => {
+          // Rejected before the write started (a malformed argument: nothing was sent, the
+          // messages stay redeliverable). The loop stops and rejects with it; left to reject
+          // here, it would go unhandled until the loop ends (Node.js ends the process on one).
+          refused ??= { err };
+          wake.wake();
+        },
+      )
       .finally(() => {
         child.release();
         release();
@@ -153,7 +167,7 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
   /** Opens the next pull (or window) when the loop can take more; `false`: nothing to open now. */
   const openPull = (): boolean => {
     // Nothing new after a shutdown began, once the loop must stop, or while the sink is down.
-    if (signal?.aborted || pulls.stopped !== undefined || loop.sinkDown() || !pulls.canOpen) return false;
+    if (signal?.aborted || pulls.stopped !== undefined || refused !== undefined || loop.sinkDown() || !pulls.canOpen) return false;
     if (source.refills) {
       // A subscription refills by itself (within what the loop can start); a window over it
       // sets the batch boundary: it ends when a batch's worth arrived, or at the expiry.
@@ -184,7 +198,7 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
   });
 
   try {
-    while (!signal?.aborted && pulls.stopped === undefined) {
+    while (!signal?.aborted && pulls.stopped === undefined && refused === undefined) {
       // A subscription's messages come between windows too: a full batch of them starts at once.
       if (source.refills) startWaiting(false);
       if (!openPull()) await wake.wait();
@@ -205,6 +219,7 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
     wake.dispose();
     await loop.flush();
   }
+  if (refused !== undefined) throw refused.err;
   if (pulls.stopped !== undefined) throw pulls.stopped;
 }
 

@@ -5,7 +5,7 @@
  * oracles.
  */
 import { describe, expect, it } from "vitest";
-import { jetstreamManager, type JsMsg } from "@nats-io/jetstream";
+import { jetstream, jetstreamManager, type JsMsg } from "@nats-io/jetstream";
 import {
   CommitThenAck,
   ConsumerPolicyError,
@@ -266,6 +266,57 @@ describe("consumer loops on a real nats-server", () => {
     expect(during.filter((d) => d === "callback:Error")).toHaveLength(4);
     expect(errors[0]?.[1]).toEqual({ during: "start" });
   });
+
+  for (const loop of ["run", "runEach"] as const) {
+    it(`${loop} under an untyped wrapper whose messages lack working() (heartbeats on): the loop rejects with the TypeError, nothing is left unhandled or sent, and a second worker receives every message after AckWait`, async () => {
+      const f = await createFixture(fx.nc, { ackWaitMs: 2000 });
+      await using spy = await AckSpy.start(fx.spyConn, f.stream);
+      const seqs = await publish(f, 3);
+      const unhandled: unknown[] = [];
+      const onUnhandled = (e: unknown): void => void unhandled.push(e);
+      process.on("unhandledRejection", onUnhandled);
+      try {
+        const real = await f.js.consumers.get(f.stream, f.consumer);
+        // A host's own wrapper, untyped: it copies what it uses and drops the rest.
+        const wrapper = {
+          fetch: async (o: { max_messages: number; expires: number }) => {
+            const it = await real.fetch(o);
+            return (async function* () {
+              for await (const m of it) yield { subject: m.subject, data: m.data, seq: m.seq, info: m.info, ack: () => m.ack() };
+            })();
+          },
+          info: (cached?: boolean) => real.info(cached),
+        };
+        const policy = verifyInProgressPolicy({ enabled: true, intervalMs: 700 }, { ackWaitMs: 2000, source: "configured" });
+        const ack = new CommitThenAck({ inProgress: policy });
+        let written = 0;
+        const write = (): void => void (written += 1);
+        const running = loop === "run" ? ack.run(wrapper as never, write, { batchSize: 3, expiresMs: 1000 }) : ack.runEach(wrapper as never, write, { expiresMs: 1000 });
+        const err = await running.then(() => undefined, (e: unknown) => e);
+        expect(err).toBeInstanceOf(TypeError);
+        expect(String(err)).toMatch(/working\(\)/);
+        expect(written).toBe(0);
+        // Let a rejection nobody handled surface.
+        await sleep(50);
+        expect(unhandled).toEqual([]);
+        await fx.drain();
+        expect(spy.frames).toEqual([]);
+        // Nothing lost: left for redelivery, a second worker receives each message after AckWait.
+        const other = await jetstream(fx.rivalConn).consumers.get(f.stream, f.consumer);
+        const got: number[] = [];
+        await eventually(async () => {
+          for await (const m of await other.fetch({ max_messages: 3, expires: 1000 })) {
+            got.push(m.seq);
+            m.ack();
+          }
+          return got.length >= 3;
+        }, "a second worker received every message", 10_000);
+        expect(got.sort((a, b) => a - b)).toEqual(seqs);
+      } finally {
+        process.off("unhandledRejection", onUnhandled);
+      }
+    });
+  }
 
   it("run refuses pull options that are not pull options, before the first pull", async () => {
     const f = await createFixture(fx.nc, { ackWaitMs: 30_000 });

@@ -172,6 +172,36 @@ describe("runBatches", () => {
     expect(flushes.n).toBe(1);
   });
 
+  it("a batch refused before its write started (a malformed message) ends the loop, which rejects with the error: nothing unhandled, no pull after it, the other batch settled", async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (e: unknown): void => void unhandled.push(e);
+    process.on("unhandledRejection", onUnhandled);
+    try {
+      const bug = new TypeError("msgs[0] is not a JetStream message (it has no working() method)");
+      const source = scripted([[fakeMsg()], [fakeMsg()], [fakeMsg()], [fakeMsg()]]);
+      const flushes = { n: 0 };
+      let calls = 0;
+      let settled = 0;
+      const done = runBatches({ ...validateRunOptions({ concurrency: 2 }) }, context(source.open, async () => {
+        calls += 1;
+        if (calls === 2) throw bug;
+        await new Promise((r) => setTimeout(r, 50));
+        settled += 1;
+        return emptyResult();
+      }, flushes));
+      await expect(done).rejects.toBe(bug);
+      // Let a rejection nobody handled surface (Node reports it after the microtasks drain).
+      await new Promise((r) => setTimeout(r, 20));
+      expect(unhandled).toEqual([]);
+      expect(calls).toBe(2);
+      expect(settled).toBe(1);
+      expect(source.pulls).toHaveLength(2);
+      expect(flushes.n).toBe(1);
+    } finally {
+      process.off("unhandledRejection", onUnhandled);
+    }
+  });
+
   it("a loop restarted after each failure leaves no listener on the host's signal", async () => {
     const host = new AbortController();
     const closed = { isClosed: () => true } as never;
@@ -362,6 +392,52 @@ describe("runBatches", () => {
 });
 
 describe("runEachMessage", () => {
+  it("a message refused before its handler ran (a malformed message) ends the loop, which rejects with the error: nothing unhandled, no pull after it", async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (e: unknown): void => void unhandled.push(e);
+    process.on("unhandledRejection", onUnhandled);
+    try {
+      const bug = new TypeError("msgs[0] is not a JetStream message (it has no working() method)");
+      const pulls: number[] = [];
+      let open = 0;
+      const source = async (arrive: Arrival): Promise<PullSource> => ({
+        async pull(max) {
+          pulls.push(max);
+          open += max;
+          arrive(fakeMsg(), performance.now());
+          await new Promise((r) => setTimeout(r, 5));
+          open -= max;
+          return 1;
+        },
+        // What the open pulls still ask for: the loop pulls only for room left.
+        get outstanding() {
+          return open;
+        },
+        refills: false,
+        roomChanged: () => undefined,
+        close: async () => undefined,
+        onNotice: undefined,
+        onEnded: undefined,
+      });
+      let calls = 0;
+      const each: EachContext = {
+        ...context(source, async () => emptyResult()),
+        processOne: async () => {
+          calls += 1;
+          throw bug;
+        },
+      };
+      const done = runEachMessage({ ...validateRunOptions({ concurrency: 1 }) }, each);
+      await expect(done).rejects.toBe(bug);
+      await new Promise((r) => setTimeout(r, 20));
+      expect(unhandled).toEqual([]);
+      expect(calls).toBe(1);
+      expect(pulls).toHaveLength(1);
+    } finally {
+      process.off("unhandledRejection", onUnhandled);
+    }
+  });
+
   it("pulls again when its subscription ends outside a pull, its refills unanswered (the nats 2.x client after a deleted consumer)", async () => {
     const stop = new AbortController();
     const pulls: number[] = [];
