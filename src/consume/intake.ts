@@ -32,6 +32,7 @@ export class Intake {
   readonly #holding: HoldingBeats | undefined;
   #queue: Waiting[] = [];
   #writing = 0;
+  #disposed = false;
 
   /** @param holding - beats for waiting messages (heartbeats on), or none. */
   constructor(holding: HoldingBeats | undefined) {
@@ -54,6 +55,9 @@ export class Intake {
    * its ACKs use them again.
    */
   readonly arrive = (m: JsMsg, at: number): void => {
+    // The loop is over: nothing would write it, and beats would keep it for ever. Left, it is
+    // redelivered after AckWait.
+    if (this.#disposed) return;
     this.#queue.push({ m, at, seq: streamSequence(m) ?? 0, stamp: storedStamp(m) ?? Number.NaN });
     this.#holding?.hold(m, at);
   };
@@ -111,8 +115,9 @@ export class Intake {
     this.#writing -= n;
   }
 
-  /** Stops every beat (the loop is over). */
+  /** Stops every beat (the loop is over); later arrivals are left alone. */
   dispose(): void {
+    this.#disposed = true;
     this.#holding?.dispose();
   }
 }

@@ -135,7 +135,14 @@ export async function consumeSource(
   let sub: Subscription | undefined;
   /** The subscription ended with an error: report it, and read a new one next time. */
   const failed = async (current: Subscription): Promise<never> => {
-    if (sub === current) sub = closing ? undefined : await open();
+    if (sub === current && closing) sub = undefined;
+    else if (sub === current) {
+      const next = await open();
+      // close() ran while it opened and closed only the ended one: this one is closed here (what
+      // its first pull brings is still handed over), or it would outlive the loop.
+      if (closing) await next?.close(expiresMs);
+      else sub = next;
+    }
     throw current.failure ?? new Error("the consumer's subscription ended");
   };
   const source: PullSource = {

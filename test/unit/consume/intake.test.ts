@@ -77,3 +77,19 @@ describe("Intake.take", () => {
     expect(batch.stamps).toBeUndefined();
   });
 });
+
+describe("Intake.dispose", () => {
+  it("a message that arrives after the loop ended is neither queued nor kept alive: it is left for redelivery", () => {
+    const held: JsMsg[] = [];
+    let disposed = 0;
+    const holding = { hold: (m: JsMsg) => void held.push(m), release: () => undefined, dispose: () => void (disposed += 1) };
+    const intake = new Intake(holding as unknown as ConstructorParameters<typeof Intake>[0]);
+    intake.arrive(fakeMsg({ seq: 1 }) as unknown as JsMsg, 1);
+    expect(held).toHaveLength(1);
+    intake.dispose();
+    expect(disposed).toBe(1);
+    intake.arrive(fakeMsg({ seq: 2 }) as unknown as JsMsg, 2);
+    expect(held).toHaveLength(1);
+    expect(intake.waiting).toBe(1);
+  });
+});

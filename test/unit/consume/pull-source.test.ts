@@ -1,0 +1,57 @@
+/**
+ * The gated `consume()` source, on a fake client iterator: a subscription that ended is opened
+ * again, and one that opens while the loop closes is closed too, never left to outlive the loop.
+ */
+import { describe, expect, it } from "vitest";
+import type { Consumer } from "@nats-io/jetstream";
+import { consumeSource } from "../../../src/consume/pull-source.js";
+import { deferred } from "../../helpers/fakes.js";
+
+/** A client iterator of the shape the gate reads; `end(err)` ends its subscription. */
+function fakeIterator(): { iter: object; closes: () => number; end: (err?: Error) => void } {
+  const closed = deferred<unknown>();
+  let closes = 0;
+  const iter = {
+    pending: { msgs: 0 },
+    pull: () => undefined,
+    pullOptions: () => ({ batch: 10 }),
+    closed: () => closed.promise,
+    close: async () => {
+      closes += 1;
+      closed.resolve(undefined);
+    },
+    status: async () => (async function* () {})(),
+  };
+  return { iter, closes: () => closes, end: (err) => closed.resolve(err) };
+}
+
+describe("consumeSource", () => {
+  it("a subscription that opens again while the loop closes is closed as well", async () => {
+    const first = fakeIterator();
+    const second = fakeIterator();
+    const opening = deferred<object>();
+    let opened = 0;
+    const consumer = {
+      consume: async () => {
+        opened += 1;
+        return opened === 1 ? first.iter : await opening.promise;
+      },
+    } as unknown as Pick<Consumer, "consume">;
+    const source = await consumeSource(consumer, 1000, 10, undefined, () => 10, () => undefined);
+    expect(source).toBeDefined();
+    // The consumer was deleted: the subscription ends with an error.
+    const deleted = new Error("consumer deleted");
+    first.end(deleted);
+    await new Promise((r) => setTimeout(r, 0));
+    // The next window reports it and opens a new subscription; the loop closes meanwhile.
+    const pull = source!.pull(5);
+    await new Promise((r) => setTimeout(r, 0));
+    expect(opened).toBe(2);
+    const closing = source!.close();
+    opening.resolve(second.iter);
+    await expect(pull).rejects.toBe(deleted);
+    await closing;
+    expect(second.closes()).toBe(1);
+    expect(source!.outstanding).toBe(0);
+  });
+});
