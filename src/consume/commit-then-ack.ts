@@ -285,10 +285,12 @@ export class CommitThenAck {
    * (beats go on, never past `maxHeartbeats`). A write still running `shutdownTimeoutMs` after
    * the abort is abandoned: its messages get no frame while it may still commit, and the
    * instance settles its late outcome when it ends (see {@link CommitThenAck.drain}). Writes of
-   * what the open pull brought get `shutdownTimeoutMs` before their signal aborts and as much
-   * again before they are abandoned. So `run` resolves at most the pull expiry plus
-   * `2 × shutdownTimeoutMs` after the abort, even if a write never settles, and only after the
-   * frames it owes were flushed to the server. It rejects only for bad arguments (before the
+   * what the open pull brought (however late the server delivered it) get until
+   * `shutdownTimeoutMs` after that pull ended before their signal aborts, and as much again
+   * before they are abandoned. So `run` resolves at most the pull expiry (plus up to a second
+   * for a subscription's last refill to end) plus `2 × shutdownTimeoutMs` after the abort, even
+   * if a write never settles, and then flushes the frames it owes (waiting for the server at
+   * most `shutdownTimeoutMs`, at least a second). It rejects only for bad arguments (before the
    * first pull, pull options the client itself refuses at the first pull, or a delivered
    * message the library cannot supervise, such as one without `working()` from an untyped
    * wrapper: the loop stops pulling, lets the other writes settle, and rejects with that

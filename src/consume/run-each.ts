@@ -118,6 +118,8 @@ export async function runEachMessage(settings: LoopSettings, loop: EachContext):
     const closing = opened.close();
     await pulls.settled();
     await closing;
+    // What the open pulls brought has the shutdown bound from here.
+    bound.start();
     // Every handler ends before the loop does: settled, or abandoned at its bound.
     while (running.size > 0) await Promise.all(running);
     bound.dispose();

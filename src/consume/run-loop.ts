@@ -210,6 +210,8 @@ export async function runBatches(settings: LoopSettings, loop: LoopContext): Pro
     const closing = source.close();
     await pulls.settled();
     await closing;
+    // What the open pulls brought has the shutdown bound from here.
+    bound.start();
     startWaiting(true);
     // Every write ends before the loop does: settled, or abandoned at its bound.
     while (inFlight.size > 0) await Promise.all(inFlight);

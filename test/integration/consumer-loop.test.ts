@@ -16,6 +16,7 @@ import {
 } from "../../src/index.js";
 import { AckSpy } from "../helpers/ack-spy.js";
 import { consumerInfo, createFixture, eventually, publish } from "../helpers/jetstream.js";
+import { startRival } from "../helpers/rival.js";
 import { useServer } from "../helpers/server-fixture.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -167,6 +168,45 @@ describe("consumer loops on a real nats-server", () => {
       expect(info.delivered.consumer_seq).toBe(written);
     }
   });
+
+  for (const source of ["a subscription", "fetch pulls"] as const) {
+    it.concurrent(`runEach through ${source}: a message the server delivers into the open pull well after shutdownTimeoutMs of the shutdown is still handled, with a live signal, and acked; a second worker receives nothing`, async () => {
+      const ACK_WAIT_MS = 5000;
+      const f = await createFixture(fx.nc, { ackWaitMs: ACK_WAIT_MS });
+      await using spy = await AckSpy.start(fx.spyConn, f.stream);
+      const policy = verifyInProgressPolicy({ enabled: true, intervalMs: 3000, shutdownTimeoutMs: 400 }, { ackWaitMs: ACK_WAIT_MS, source: "configured" });
+      const ack = new CommitThenAck({ inProgress: policy });
+      const real = await f.js.consumers.get(f.stream, f.consumer);
+      // Without consume(), the loop reads the consumer through fetch pulls.
+      const consumer = source === "fetch pulls" ? { fetch: (o: { max_messages: number; expires: number }) => real.fetch(o), info: (cached?: boolean) => real.info(cached) } : real;
+      const handled: Array<{ seq: number; abortedAtStart: boolean }> = [];
+      const shutdown = new AbortController();
+      const running = ack.runEach(consumer as typeof real, (m, ctx) => void handled.push({ seq: m.seq, abortedAtStart: ctx.signal.aborted }), {
+        concurrency: 4,
+        expiresMs: 3000,
+        signal: shutdown.signal,
+      });
+      // The shutdown comes while a pull (3 s) waits on the server.
+      await eventually(async () => (await consumerInfo(f)).num_waiting >= 1, "a pull open", 5000, 20);
+      shutdown.abort();
+      const [first] = await publish(f, 1);
+      // Three times the shutdown bound after the first write of the shutdown started.
+      await sleep(1200);
+      const [late] = await publish(f, 1);
+      await running;
+      expect(handled).toEqual([
+        { seq: first, abortedAtStart: false },
+        { seq: late, abortedAtStart: false },
+      ]);
+      await fx.drain();
+      expect(spy.forSequence(first!).map((x) => x.kind)).toEqual(["+ACK"]);
+      expect(spy.forSequence(late!).map((x) => x.kind)).toEqual(["+ACK"]);
+      const rival = await startRival(jetstream(fx.rivalConn), f.stream, f.consumer);
+      await sleep(ACK_WAIT_MS + 1500);
+      await rival.stop();
+      expect(rival.received).toEqual([]);
+    });
+  }
 
   it("a trickle into a long pull (AckWait 2 s, expiresMs 6000): no message waits for its batch until redelivered", async () => {
     const f = await createFixture(fx.nc, { ackWaitMs: 2000 });
