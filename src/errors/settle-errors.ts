@@ -40,7 +40,8 @@ export class AckNotConfirmedError extends Error {
   }
 }
 
-function failureKind(err: unknown): AckNotConfirmedError["lastFailure"] {
+/** What an ACK's confirmation failed on (internal: the settle path asks it too). */
+export function failureKind(err: unknown): AckNotConfirmedError["lastFailure"] {
   // Walk the cause chain by class name (and nats 2.x's error code) only; messages are never read.
   for (let e = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
     const code = (e as { code?: unknown }).code;

@@ -4,6 +4,7 @@
  */
 import type { JsMsg } from "@nats-io/jetstream";
 import { AckNotConfirmedError, ConnectionClosedError } from "../errors.js";
+import { failureKind } from "../errors/settle-errors.js";
 import { connectionDown, requesterOf, serverVersionOf, type Requester } from "../nats/connection-state.js";
 import { AckInbox, consumerRuns, sendPlainAcks, type AckBatch, type ConfirmingConnection } from "../nats/ack-inbox.js";
 import { deliveryCount, isSettled, markSettled, replySubject } from "../nats/message-access.js";
@@ -26,7 +27,8 @@ export interface ConfirmAckOptions {
    * Attempts after the first, integer 0 ..= 10; default 2. Retries publish `+ACK` requests on
    * the reply subject, through `connection` or else the connection that delivered the message.
    * An ACK the server refuses with "no responders" (a consumer leader election, or a deleted
-   * consumer) is sent again every 100 ms within this window. The loops' own default (no
+   * consumer) is sent again every 100 ms within the window `timeoutMs × (retries + 1)`, and
+   * such refusals spend no retry (only an attempt that timed out does). The loops' own default (no
    * `confirmAck` given) keeps asking past it for up to a minute, within the lease, so an
    * election does not turn a committed batch into a duplicate.
    */
@@ -61,9 +63,13 @@ export async function ackConfirmed(
   connection: Requester | undefined,
   budget: SettleBudget,
 ): Promise<AckOutcome> {
-  const timeoutFor = (): number => Math.max(1, Math.min(options.timeoutMs ?? DEFAULT_CONFIRM_TIMEOUT_MS, budget.remainingMs()));
-  const retries = options.retries ?? 2;
+  const timeoutMs = options.timeoutMs ?? DEFAULT_CONFIRM_TIMEOUT_MS;
+  const timeoutFor = (): number => Math.max(1, Math.min(timeoutMs, budget.remainingMs()));
+  let retries = options.retries ?? 2;
   if (isSettled(m)) return { confirmed: false };
+  // Refusals ("no responders": nobody holds the consumer, an election) are asked again every
+  // 100 ms within this window and spend no retry: a new leader answers within moments.
+  const windowEnd = performance.now() + timeoutMs * (retries + 1);
   let lastError: unknown;
   try {
     if (await m.ackAck({ timeout: timeoutFor() })) return { confirmed: true };
@@ -74,7 +80,14 @@ export async function ackConfirmed(
   let attempts = 1;
   const reply = replySubject(m);
   const requester = connection ?? requesterOf(m);
-  for (let attempt = 0; attempt < retries && reply !== undefined && requester !== undefined && budget.remainingMs() > 0; attempt++) {
+  while (reply !== undefined && requester !== undefined && budget.remainingMs() > 0) {
+    // The server's "no responders" (503): nobody holds the consumer now.
+    if (failureKind(lastError) === "no_responders") {
+      const pause = Math.min(REFUSED_PAUSE_MS, windowEnd - performance.now(), budget.remainingMs());
+      if (pause <= 0) break;
+      // Not unref'd: settling awaits it, bounded by the window and the budget.
+      await new Promise((r) => setTimeout(r, pause));
+    } else if (retries-- <= 0) break;
     attempts += 1;
     try {
       await requester.request(reply, ACK, { timeout: timeoutFor() });
@@ -85,6 +98,7 @@ export async function ackConfirmed(
   }
   return { confirmed: false, error: new AckNotConfirmedError(attempts, lastError) };
 }
+
 
 /**
  * Sends `+ACK` for every message of `msgs` with replies to one inbox and waits for the server's
@@ -175,8 +189,15 @@ class ConfirmedBatch {
   readonly #timeoutMs: number;
   /** How long the attempts may take in all: `timeoutMs × (retries + 1)`. */
   readonly #window: number;
-  /** A host's explicit confirmAck: at most `retries` more attempts, refused or timed out. */
+  /**
+   * A host's explicit confirmAck: at most `retries` more attempts that timed out. Refused ones
+   * (an election) are asked again within the window and spend none.
+   */
   readonly #maxAttempts: number;
+  /** Attempts whose whole wait passed without every answer. */
+  #timedOut = 0;
+  /** The timer armed is the short pause after a refusal, not an attempt's wait. */
+  #paused = false;
   readonly #started: number;
   #deadline: number;
   /**
@@ -272,8 +293,9 @@ class ConfirmedBatch {
   }
 
   /** Not unref'd: settling awaits it, bounded by the deadline and the budget. */
-  #arm(ms: number): void {
+  #arm(ms: number, paused = false): void {
     clearTimeout(this.#timer);
+    this.#paused = paused;
     const wait = Math.min(ms, this.#left());
     this.#timer = wait > 0 ? setTimeout(this.#resend, wait) : undefined;
     if (wait <= 0) this.#finish();
@@ -283,8 +305,9 @@ class ConfirmedBatch {
     // While the client is between connections nothing it sends arrives: the loops keep asking
     // until it is back, as for an election, up to a minute.
     if (this.#bridgeElections && connectionDown(this.#msgs[0]!) === true) this.#extendDeadline();
+    if (!this.#paused) this.#timedOut += 1;
     // A draining connection has dropped the reply subscription: no answer comes any more.
-    if (this.#left() <= 0 || this.#nc.isClosed() || this.#nc.isDraining?.() === true || this.#attempts >= this.#maxAttempts) {
+    if (this.#left() <= 0 || this.#nc.isClosed() || this.#nc.isDraining?.() === true || this.#timedOut >= this.#maxAttempts) {
       this.#finish();
       return;
     }
@@ -338,7 +361,7 @@ class ConfirmedBatch {
       // a deleted consumer answers the same way.)
       if (this.#bridgeElections) this.#extendDeadline();
       // Nobody holds the consumer (an election): ask again soon, not at once.
-      if (this.#refused!.size === this.#missing) this.#arm(Math.min(this.#timeoutMs, REFUSED_PAUSE_MS));
+      if (this.#refused!.size === this.#missing) this.#arm(Math.min(this.#timeoutMs, REFUSED_PAUSE_MS), true);
       return;
     }
     if (this.#missing === 0) this.#finish();

@@ -496,7 +496,9 @@ describe("nothing sensitive leaves the process", () => {
     expect(unconfirmed.outcome).toBe("acked");
     for (const m of unconfirmed.messages) {
       expect(m.confirmed).toBe(false);
-      expect(m.settleError).toMatchObject({ name: "AckNotConfirmedError", attempts: 2, lastFailure: "no_responders" });
+      // Refused all along: asked again every 100 ms for its whole window (1 s × 2).
+      expect(m.settleError).toMatchObject({ name: "AckNotConfirmedError", lastFailure: "no_responders" });
+      expect((m.settleError as { attempts: number }).attempts).toBeGreaterThanOrEqual(2);
       keep(libraryErrors, "settleError of an unconfirmed ACK", m.settleError);
     }
   });

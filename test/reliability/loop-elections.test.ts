@@ -17,6 +17,13 @@ describe("reliability (short): leader elections under the consumer loops, 3-node
     expect(r.duplicates).toBe(0);
   });
 
+  it("run, a consumer leader step-down with a host's explicit confirmAck (2 s, 2 retries): the refused ACKs are asked again within its 6 s window without spending retries, so the new leader confirms every one; none written twice", async () => {
+    const r = await loopElectionScenario(cluster, { loop: "run", election: "consumer-stepdown", messages: 300, confirm: true, confirmAck: { timeoutMs: 2000, retries: 2 } });
+    expect(r.written).toBe(300);
+    expect(r.duplicates).toBe(0);
+    expect(r.unconfirmed).toEqual({ timeout: 0, no_responders: 0, error: 0 });
+  });
+
   it("run, the consumer leader's server killed while messages flow: its subscription outlives the election, none written twice", async () => {
     const r = await loopElectionScenario(cluster, { loop: "run", election: "kill-leader", messages: 300, confirm: true });
     expect(r.written).toBe(300);

@@ -29,6 +29,8 @@ export interface LoopElectionOptions {
   readonly messages: number;
   /** `false`: the loops' confirmed ACKs switched off (the comparison). */
   readonly confirm: boolean;
+  /** A host's explicit `confirmAck` instead of the loops' default (with `confirm: true`). */
+  readonly confirmAck?: { readonly timeoutMs: number; readonly retries: number };
   /** Connect the worker to the consumer leader's server (else to any node, as a client picks). */
   readonly workerOnLeader?: boolean;
   /** How long each write takes (default 40 ms). */
@@ -99,7 +101,7 @@ export async function loopElectionScenario(cluster: NatsCluster, o: LoopElection
         inProgress: { enabled: true, intervalMs: 500, maxHeartbeats: 100 },
         connection: worker,
         metrics,
-        ...(o.confirm ? {} : { confirmAck: false as const }),
+        ...(!o.confirm ? { confirmAck: false as const } : o.confirmAck !== undefined ? { confirmAck: o.confirmAck } : {}),
       }),
     );
     const writes = new Map<number, number>();
@@ -192,7 +194,7 @@ export async function loopElectionScenario(cluster: NatsCluster, o: LoopElection
     unconfirmedSequences.sort((a, b) => a - b);
     const heldAcks = counters[MetricNames.ACKS_HELD_TOTAL] ?? 0;
     const redeliveriesOfCommitted = counters[MetricNames.REDELIVERIES_OF_COMMITTED_TOTAL] ?? 0;
-    console.log(`loop election: ${o.loop} ${o.election} confirm=${o.confirm}${o.workerOnLeader ? " (worker on the leader's server)" : ""}${o.tap ? " (a tap on the ack subjects)" : ""}: ${electionMs} ms, ${duplicates} of ${o.messages} written twice, worker cut ${workerDisconnects}×, ${heldAcks} ACKs held over the reconnect, ${redeliveriesOfCommitted} redeliveries of committed messages acked${o.tap ? `, ${tapped} ACKs seen by the tap, ${counters[MetricNames.SETTLE_FAILURES_TOTAL] ?? 0} settle failures, unconfirmed ${JSON.stringify(unconfirmed)} on [${unconfirmedSequences.join(",")}], acked again at a later delivery [${ackedAgain.join(",")}]` : ""}`);
+    console.log(`loop election: ${o.loop} ${o.election} confirm=${o.confirm}${o.confirmAck ? ` confirmAck=${JSON.stringify(o.confirmAck)} unconfirmed ${JSON.stringify(unconfirmed)}` : ""}${o.workerOnLeader ? " (worker on the leader's server)" : ""}${o.tap ? " (a tap on the ack subjects)" : ""}: ${electionMs} ms, ${duplicates} of ${o.messages} written twice, worker cut ${workerDisconnects}×, ${heldAcks} ACKs held over the reconnect, ${redeliveriesOfCommitted} redeliveries of committed messages acked${o.tap ? `, ${tapped} ACKs seen by the tap, ${counters[MetricNames.SETTLE_FAILURES_TOTAL] ?? 0} settle failures, unconfirmed ${JSON.stringify(unconfirmed)} on [${unconfirmedSequences.join(",")}], acked again at a later delivery [${ackedAgain.join(",")}]` : ""}`);
     return { written: writes.size, duplicates, electionMs, workerDisconnects, heldAcks, redeliveriesOfCommitted, tapped, unconfirmed, unconfirmedSequences, ackedAgain };
   } finally {
     stop.abort();

@@ -114,6 +114,28 @@ describe("ackBatchConfirmed", () => {
   });
 });
 
+describe("ackBatchConfirmed for a host's explicit confirmAck", () => {
+  it("refused ACKs (an election) are asked again every 100 ms within timeoutMs × (retries + 1), spending no retry, until the new leader confirms", async () => {
+    const msgs = [fakeMsg(), fakeMsg()];
+    const started = performance.now();
+    // Nobody holds the consumer for 350 ms; then the new leader answers.
+    const nc = fakeConfirmingConnection(() => (performance.now() - started < 350 ? 503 : 0));
+    // One retry, but a window of 200 ms × 2; no bridging of elections (a host's own options).
+    const outcomes = await ackBatchConfirmed(msgs, { timeoutMs: 200, retries: 1 }, nc, UNBOUNDED, false);
+    expect(outcomes).toEqual([{ confirmed: true }, { confirmed: true }]);
+    expect(nc.frames.filter((f) => f.reply !== undefined).length).toBeGreaterThanOrEqual(3);
+  });
+
+  it("a consumer that stays refused is reported once the window passed, with the refusal", async () => {
+    const msgs = [fakeMsg()];
+    const started = performance.now();
+    const nc = fakeConfirmingConnection(() => 503);
+    const [outcome] = await ackBatchConfirmed(msgs, { timeoutMs: 100, retries: 1 }, nc, UNBOUNDED, false);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(190);
+    expect(outcome).toMatchObject({ confirmed: false, error: { name: "AckNotConfirmedError", lastFailure: "no_responders" } });
+  });
+});
+
 describe("ackBatchConfirmed on a connection that refuses", () => {
   const refusal = (): Error => Object.assign(new Error("connection draining"), { name: "DrainingConnectionError" });
 

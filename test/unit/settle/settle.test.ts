@@ -32,18 +32,50 @@ describe("confirmed ACK failures", () => {
       info: undefined,
     };
     const ack = new CommitThenAck({ connection: connection as never, confirmAck: { timeoutMs: 100, retries: 2 } });
+    const started = performance.now();
     const result = await ack.process([m], async () => undefined);
-    expect(requests).toEqual([m.reply, m.reply]);
+    // A refusal spends no retry: it is asked again every 100 ms until the window (100 ms × 3) passed.
+    expect(performance.now() - started).toBeGreaterThanOrEqual(250);
+    expect(requests.length).toBeGreaterThanOrEqual(2);
+    expect(requests.every((s) => s === m.reply)).toBe(true);
     const r = result.messages[0]!;
     expect(r).toMatchObject({ action: "acked", confirmed: false });
     const err = r.settleError as Error & { attempts: number; lastFailure: string; lastErrorName: string };
     expect(err).toBeInstanceOf(Error);
     expect(err.name).toBe("AckNotConfirmedError");
-    expect(err).toMatchObject({ attempts: 3, lastFailure: "no_responders", lastErrorName: "RequestError" });
-    expect(err.message).toBe("the ACK was not confirmed after 3 attempts: no responders (RequestError); it may or may not have landed");
+    expect(err).toMatchObject({ attempts: requests.length + 1, lastFailure: "no_responders", lastErrorName: "RequestError" });
+    expect(err.message).toBe(`the ACK was not confirmed after ${requests.length + 1} attempts: no responders (RequestError); it may or may not have landed`);
     expect(err.cause).toBeUndefined();
     const text = `${err.message} ${JSON.stringify(err)}`;
     for (const secret of ["$JS.ACK", "ORDERS_EU", "writer_7", "4242"]) expect(text).not.toContain(secret);
+  });
+
+  it("a host's confirmAck rides out an election: refused ACKs are asked again every 100 ms within timeoutMs × (retries + 1), spending no retry", async () => {
+    const m = fakeMsg();
+    const started = performance.now();
+    m.ackAck = async () => {
+      m.didAck = true;
+      throw noResponders(m.reply);
+    };
+    const requests: number[] = [];
+    const connection = {
+      request: async (subject: string) => {
+        requests.push(performance.now() - started);
+        // Nobody holds the consumer for 350 ms; then the new leader answers.
+        if (performance.now() - started < 350) throw noResponders(subject);
+        return {};
+      },
+      isClosed: () => false,
+      info: undefined,
+    };
+    // One retry, but a window of 200 ms × 2.
+    const ack = new CommitThenAck({ connection: connection as never, confirmAck: { timeoutMs: 200, retries: 1 } });
+    const result = await ack.process([m], async () => undefined);
+    expect(result.messages[0]).toMatchObject({ action: "acked", confirmed: true });
+    expect(result.messages[0]!.settleError).toBeUndefined();
+    // Spaced by the pause, not asked in a burst.
+    expect(requests.length).toBeGreaterThanOrEqual(2);
+    for (let i = 1; i < requests.length; i++) expect(requests[i]! - requests[i - 1]!).toBeGreaterThanOrEqual(90);
   });
 
   it("a timeout with no retries names one attempt and the timeout", async () => {
