@@ -107,6 +107,8 @@ function dotsFrom(s: string, from: number): number {
 }
 
 const inboxes = new WeakMap<object, AckInbox>();
+/** How long a subscription the server refused is not asked again. */
+const RESUBSCRIBE_AFTER_MS = 30_000;
 let batches = 0;
 
 /** The reply inbox of one connection, shared by every batch confirmed through it. */
@@ -115,6 +117,9 @@ export class AckInbox {
   readonly #waiting = new Map<string, (index: number, status: number, run: boolean) => void>();
   readonly #nc: ConfirmingConnection;
   #subscribed = false;
+  /** What the server answered when it refused the subscription (a permissions violation). */
+  #refusal: unknown = undefined;
+  #refusedUntil = 0;
 
   private constructor(nc: ConfirmingConnection) {
     this.#nc = nc;
@@ -142,17 +147,39 @@ export class AckInbox {
   }
 
   /**
+   * The server's refusal of the inbox's subscription while it stands (a permissions
+   * violation): no answer can come to a batch that asked for one.
+   */
+  get refusal(): unknown {
+    return this.#refusal;
+  }
+
+  /**
    * Subscribes the inbox on first use. False when the connection refuses the subscription
    * (it is draining or closed): no answer could come back, and a later batch asks again.
-   * Any other refusal is a fault and is thrown. Call before `open`.
+   * Any other refusal is a fault and is thrown, as is the server's refusal of the subscription
+   * for 30 s after it came (then the inbox subscribes again: permissions can be reloaded).
+   * Call before `open`.
    */
   ready(): boolean {
+    if (this.#refusal !== undefined) {
+      if (performance.now() < this.#refusedUntil) throw this.#refusal;
+      this.#refusal = undefined;
+    }
     if (this.#subscribed) return true;
     const offset = this.#prefix.length + 1;
     try {
       this.#nc.subscribe(`${this.#prefix}.>`, {
         callback: (err, msg) => {
-          if (err) return;
+          if (err) {
+            // The server refused the subscription (the account may not subscribe to the
+            // inbox's wildcard) and the client closed it: no answer will come. Not to be
+            // taken for slow answers, batch after batch.
+            this.#refusal = err;
+            this.#refusedUntil = performance.now() + RESUBSCRIBE_AFTER_MS;
+            this.#subscribed = false;
+            return;
+          }
           const rest = msg.subject.slice(offset);
           const dot = rest.indexOf(".");
           const run = rest.charCodeAt(dot + 1) === R;

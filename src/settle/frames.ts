@@ -133,10 +133,15 @@ export function ackBatchConfirmed(
   // closed one): no answer can come back, yet frames still leave until its subscriptions are
   // drained.
   let batch: ConfirmedBatch | undefined;
+  let inbox: AckInbox | undefined;
   try {
-    const inbox = AckInbox.for(nc);
+    inbox = AckInbox.for(nc);
     if (nc.isDraining?.() !== true && inbox.ready()) batch = new ConfirmedBatch(inbox, msgs, options, nc, budget, bridgeElections, subjects, index, outcomes);
   } catch (fault) {
+    // The server refuses the inbox (permissions): the loops' own confirmation, which the host
+    // did not ask for, falls back to plain ACKs, as on a draining connection; the batch that
+    // met the refusal reported it (and one does again each time the inbox asks anew).
+    if (bridgeElections && fault === inbox?.refusal) return Promise.resolve(acksWithoutReplies(nc, subjects, index, outcomes, NOT_CONFIRMED));
     // Not a refusal but a fault: the ACKs still leave, and the fault is reported with each of
     // them, not taken for a mere "unconfirmed" (nor thrown into a settling batch).
     return Promise.resolve(acksWithoutReplies(nc, subjects, index, outcomes, { confirmed: false, error: fault }));
@@ -217,6 +222,7 @@ class ConfirmedBatch {
   readonly #runOf: (readonly number[] | undefined)[];
   readonly #runs: readonly (readonly number[])[];
   readonly #sent: AckBatch;
+  readonly #inbox: AckInbox;
   readonly #resend = (): void => this.#onTimer();
 
   constructor(
@@ -247,6 +253,7 @@ class ConfirmedBatch {
     this.#runs = consumerRuns(subjects);
     this.#runOf = new Array<readonly number[] | undefined>(subjects.length);
     for (const run of this.#runs) this.#runOf[run[run.length - 1]!] = run;
+    this.#inbox = inbox;
     this.#sent = inbox.open(subjects, (k, status, run) => this.#onAnswer(k, status, run));
   }
 
@@ -286,7 +293,9 @@ class ConfirmedBatch {
     this.#sent.dispose();
     if (this.#missing > 0) {
       const last = this.#everRefused ? { name: "NoRespondersError" } : { name: "TimeoutError" };
-      const error = new AckNotConfirmedError(this.#attempts, this.#failure ?? Object.assign(new Error("no confirmation"), last));
+      // The server refused the inbox's subscription meanwhile: that is why nothing came.
+      const failure = this.#failure ?? this.#inbox.refusal;
+      const error = new AckNotConfirmedError(this.#attempts, failure ?? Object.assign(new Error("no confirmation"), last));
       for (const k of this.#stillMissing()) this.#outcomes[this.#index[k]!] = { confirmed: false, error };
     }
     this.#resolve(this.#outcomes);
@@ -307,7 +316,8 @@ class ConfirmedBatch {
     if (this.#bridgeElections && connectionDown(this.#msgs[0]!) === true) this.#extendDeadline();
     if (!this.#paused) this.#timedOut += 1;
     // A draining connection has dropped the reply subscription: no answer comes any more.
-    if (this.#left() <= 0 || this.#nc.isClosed() || this.#nc.isDraining?.() === true || this.#timedOut >= this.#maxAttempts) {
+    // The server refused the inbox's subscription: no answer will come to any attempt.
+    if (this.#left() <= 0 || this.#nc.isClosed() || this.#nc.isDraining?.() === true || this.#timedOut >= this.#maxAttempts || this.#inbox.refusal !== undefined) {
       this.#finish();
       return;
     }

@@ -5,7 +5,7 @@
  * (which makes a run's last reply answer for the run) is proven against a real server in
  * test/integration/commit-then-ack.test.ts.
  */
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { consumerRuns, type ConfirmingConnection } from "../../../src/nats/ack-inbox.js";
 import { consumerPrefixEnd } from "../../../src/nats/message-access.js";
 import { ackBatchConfirmed } from "../../../src/settle/frames.js";
@@ -120,8 +120,9 @@ describe("ackBatchConfirmed for a host's explicit confirmAck", () => {
     const started = performance.now();
     // Nobody holds the consumer for 350 ms; then the new leader answers.
     const nc = fakeConfirmingConnection(() => (performance.now() - started < 350 ? 503 : 0));
-    // One retry, but a window of 200 ms × 2; no bridging of elections (a host's own options).
-    const outcomes = await ackBatchConfirmed(msgs, { timeoutMs: 200, retries: 1 }, nc, UNBOUNDED, false);
+    // Two retries (spent by 300 ms had refusals counted), but a window of 250 ms × 3; no
+    // bridging of elections (a host's own options).
+    const outcomes = await ackBatchConfirmed(msgs, { timeoutMs: 250, retries: 2 }, nc, UNBOUNDED, false);
     expect(outcomes).toEqual([{ confirmed: true }, { confirmed: true }]);
     expect(nc.frames.filter((f) => f.reply !== undefined).length).toBeGreaterThanOrEqual(3);
   });
@@ -133,6 +134,71 @@ describe("ackBatchConfirmed for a host's explicit confirmAck", () => {
     const [outcome] = await ackBatchConfirmed(msgs, { timeoutMs: 100, retries: 1 }, nc, UNBOUNDED, false);
     expect(performance.now() - started).toBeGreaterThanOrEqual(190);
     expect(outcome).toMatchObject({ confirmed: false, error: { name: "AckNotConfirmedError", lastFailure: "no_responders" } });
+  });
+});
+
+describe("ackBatchConfirmed when the server refuses the inbox's subscription", () => {
+  it("a batch waiting for answers ends at its next timer with the refusal; the next batches send plain ACKs at once, reported with it; 30 s later the inbox subscribes again", async () => {
+    let answer: number | undefined;
+    const base = fakeConfirmingConnection(() => answer);
+    let callback: ((err: unknown, msg: { subject: string }) => void) | undefined;
+    let subscriptions = 0;
+    const nc: typeof base = {
+      ...base,
+      subscribe(subject, options) {
+        subscriptions += 1;
+        callback = options.callback;
+        return base.subscribe(subject, options);
+      },
+    };
+    const denied = Object.assign(new Error("Permissions Violation for Subscription"), { name: "PermissionViolationError" });
+    const first = [fakeMsg(), fakeMsg()];
+    const started = performance.now();
+    // A window of 100 ms × 11: without the refusal it would wait all of it.
+    const waiting = ackBatchConfirmed(first, { timeoutMs: 100, retries: 10 }, nc, UNBOUNDED, false);
+    // The server's -ERR arrives; the client hands it to the subscription and closes it.
+    callback!(denied, { subject: "" });
+    const outcomes = await waiting;
+    expect(performance.now() - started).toBeLessThan(1000);
+    for (const o of outcomes) expect(o).toMatchObject({ confirmed: false, error: { name: "AckNotConfirmedError", lastErrorName: "PermissionViolationError" } });
+    const sent = nc.frames.length;
+    const second = [fakeMsg()];
+    expect(await ackBatchConfirmed(second, { timeoutMs: 100, retries: 10 }, nc, UNBOUNDED, false)).toEqual([{ confirmed: false, error: denied }]);
+    expect(nc.frames.slice(sent).map((f) => [f.subject, f.reply])).toEqual([[second[0]!.reply, undefined]]);
+    expect(subscriptions).toBe(1);
+    // 30 s on (permissions may have been reloaded): the inbox subscribes again.
+    const now = performance.now.bind(performance);
+    const later = vi.spyOn(performance, "now").mockImplementation(() => now() + 30_001);
+    try {
+      answer = 0;
+      expect(await ackBatchConfirmed([fakeMsg()], { timeoutMs: 100, retries: 10 }, nc, UNBOUNDED, false)).toEqual([{ confirmed: true }]);
+      expect(subscriptions).toBe(2);
+    } finally {
+      later.mockRestore();
+    }
+  });
+});
+
+describe("the loops' own confirmation when the server refuses the inbox's subscription", () => {
+  it("the batch that met the refusal reports it; later batches send plain ACKs, unconfirmed, with no error each (the host did not ask for confirmation)", async () => {
+    const base = fakeConfirmingConnection(() => undefined);
+    let callback: ((err: unknown, msg: { subject: string }) => void) | undefined;
+    const nc: typeof base = {
+      ...base,
+      subscribe(subject, options) {
+        callback = options.callback;
+        return base.subscribe(subject, options);
+      },
+    };
+    const denied = Object.assign(new Error("Permissions Violation for Subscription"), { name: "PermissionViolationError" });
+    const waiting = ackBatchConfirmed([fakeMsg()], { timeoutMs: 100, retries: 6 }, nc, UNBOUNDED, true);
+    callback!(denied, { subject: "" });
+    const [met] = await waiting;
+    expect(met).toMatchObject({ confirmed: false, error: { name: "AckNotConfirmedError", lastErrorName: "PermissionViolationError" } });
+    const sent = nc.frames.length;
+    const later = [fakeMsg(), fakeMsg()];
+    expect(await ackBatchConfirmed(later, { timeoutMs: 100, retries: 6 }, nc, UNBOUNDED, true)).toEqual([{ confirmed: false }, { confirmed: false }]);
+    expect(nc.frames.slice(sent).map((f) => [f.subject, f.reply])).toEqual(later.map((m) => [m.reply, undefined]));
   });
 });
 

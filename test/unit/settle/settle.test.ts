@@ -68,8 +68,8 @@ describe("confirmed ACK failures", () => {
       isClosed: () => false,
       info: undefined,
     };
-    // One retry, but a window of 200 ms × 2.
-    const ack = new CommitThenAck({ connection: connection as never, confirmAck: { timeoutMs: 200, retries: 1 } });
+    // Two retries, but a window of 250 ms × 3.
+    const ack = new CommitThenAck({ connection: connection as never, confirmAck: { timeoutMs: 250, retries: 2 } });
     const result = await ack.process([m], async () => undefined);
     expect(result.messages[0]).toMatchObject({ action: "acked", confirmed: true });
     expect(result.messages[0]!.settleError).toBeUndefined();
