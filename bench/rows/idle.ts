@@ -12,8 +12,12 @@
  * Also from each window: the pull requests published (the client's `outMsgs`, to show both
  * arms asked the server equally often), the client's socket writes per pull (pulls published
  * in one tick share a write), and the main thread's CPU alone (Linux), which leaves out V8's
- * garbage-collection and compiler threads.
+ * garbage-collection and compiler threads. After the timed rounds, one more window per arm
+ * counts the promises and timers created in it (an `async_hooks` init hook, which slows what
+ * it watches, so that window's CPU is not used): a count, the same from run to run, where the
+ * CPU of an idle loop moves by more than the goal's margin.
  */
+import { createHook } from "node:async_hooks";
 import type { Consumer, JsMsg } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { CommitThenAck, verifyInProgressPolicy, type VerifiedInProgressPolicy } from "../../src/index.js";
@@ -44,6 +48,12 @@ interface Window {
   readonly pulls: number;
   /** Client socket writes per pull request (pulls that go out in one tick share a write). */
   readonly writesPerPull: number;
+}
+
+/** Async resources created in a counting window, per loop and second. */
+interface Created {
+  readonly promises: number;
+  readonly timers: number;
 }
 
 /** A running set of loops: `stop` ends them and resolves once all have returned. */
@@ -91,6 +101,29 @@ function startHand(consumers: readonly Consumer[], shape: Shape): Loops {
   };
 }
 
+/** One window with an init hook on: the promises and timers the arm creates, per loop and second. */
+async function count(loops: number, shape: Shape, start: () => Loops): Promise<Created> {
+  const running = start();
+  try {
+    await sleep(SETTLE_MS);
+    let promises = 0;
+    let timers = 0;
+    const hook = createHook({
+      init(_id, type) {
+        if (type === "PROMISE") promises += 1;
+        else if (type === "Timeout") timers += 1;
+      },
+    }).enable();
+    const t0 = performance.now();
+    await sleep(shape.windowMs);
+    hook.disable();
+    const perLoopSecond = (n: number): number => n / (loops * ((performance.now() - t0) / 1000));
+    return { promises: perLoopSecond(promises), timers: perLoopSecond(timers) };
+  } finally {
+    await running.stop();
+  }
+}
+
 async function measure(nc: NatsConnection, loops: number, shape: Shape, start: () => Loops): Promise<Window> {
   const running = start();
   try {
@@ -136,6 +169,7 @@ export async function idle(bench: Bench): Promise<Figure[]> {
       // The hand loop's code takes a few windows to warm up; the smoke run only proves the row runs.
       bench.config.mode === "smoke" ? 0 : 2,
     );
+    const created = { hand: await count(c.loops, shape, () => startHand(consumers, shape)), library: await count(c.loops, shape, () => startLibrary(consumers, shape, policy)) };
     await s.jsm.streams.delete(s.stream);
     const cpu = medians({ hand: pluck(samples.hand, "cpuUs"), library: pluck(samples.library, "cpuUs") });
     const main = medians({ hand: pluck(samples.hand, "mainUs"), library: pluck(samples.library, "mainUs") });
@@ -170,6 +204,16 @@ export async function idle(bench: Bench): Promise<Figure[]> {
             }),
           ]
         : []),
+      figure({
+        id: "9c",
+        item: 9,
+        name: "  promises created per loop and second (one counting window; the process's own included)",
+        unit: "promises/loop/s",
+        value: created.library.promises,
+        baselineName: "hand-written idle fetch loop",
+        baseline: created.hand.promises,
+        note: `timers created per loop and second: ${created.library.timers.toFixed(2)} (library), ${created.hand.timers.toFixed(2)} (hand-written)`,
+      }),
     ];
   } finally {
     await nc.close();

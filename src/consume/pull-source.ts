@@ -16,6 +16,7 @@
  * Every message goes to the source's `arrive` callback with its receive time (monotonic ms).
  */
 import type { Consumer, JsMsg } from "@nats-io/jetstream";
+import { watchConsumeNotices } from "../nats/consume-notices.js";
 import { gateConsumePulls, type PullGate } from "../nats/pull-gate.js";
 import type { PullOptions } from "./run-options.js";
 
@@ -245,24 +246,12 @@ async function subscribe(
     },
   };
   const current = sub;
-  void watchNotices(iter, (n) => {
+  watchConsumeNotices(iter, (n) => {
+    if (!NOTICES.has(n.type)) return;
     // The client expects heartbeats even while the gate deliberately holds no pull open (the
     // loop can start nothing): a miss is only news when a pull was outstanding.
     if (n.type === "heartbeats_missed" && gate.outstanding === 0) return;
-    current.onNotice?.(n);
+    current.onNotice?.({ type: n.type, description: n.description?.slice(0, 200) });
   });
   return sub;
-}
-
-async function watchNotices(iter: { status(): unknown }, report: (notice: SourceNotice) => void): Promise<void> {
-  try {
-    // A promise in older clients, the iterator itself in newer ones.
-    const status = (await iter.status()) as AsyncIterable<{ type?: unknown; description?: unknown }>;
-    for await (const s of status) {
-      if (typeof s?.type !== "string" || !NOTICES.has(s.type)) continue;
-      report({ type: s.type, description: typeof s.description === "string" ? s.description.slice(0, 200) : undefined });
-    }
-  } catch {
-    // The status stream ends with the iterator.
-  }
 }

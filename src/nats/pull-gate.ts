@@ -7,8 +7,9 @@
  * once the loop closes; when the loop can start more it asks again. Nothing is ever cut short:
  * pulls already sent end by themselves.
  *
- * This reads the client's iterator internals (`pull`, `pullOptions`, `pending`): the one place
- * that does. A client whose iterator has another shape is not gated (`undefined`).
+ * This reads the client's iterator internals (`pull`, `pullOptions`, `pending`), as only
+ * `consume-notices.ts` also does (`notify`). A client whose iterator has another shape is not
+ * gated (`undefined`).
  */
 import { nextTurn } from "./next-turn.js";
 

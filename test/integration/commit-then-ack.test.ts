@@ -558,6 +558,10 @@ describe("CommitThenAck on a real nats-server", () => {
     // Each failed pull went to onError too, with its count and pause.
     const failed = errors.filter((e) => e === "failed pull");
     expect(failed.length).toBeGreaterThanOrEqual(2);
+    // And the subscription's own notice of the deletion, with the server's words, came first.
+    const notices = errors.filter((e): e is Error => e instanceof Error && /its subscription reported consumer_deleted/.test(e.message));
+    expect(notices.length).toBeGreaterThanOrEqual(1);
+    expect(errors.indexOf(notices[0]!)).toBeLessThan(errors.indexOf("failed pull"));
     expect(metrics.snapshot().counters[MetricNames.MESSAGES_ACKED_TOTAL]).toBe(2);
   });
 });

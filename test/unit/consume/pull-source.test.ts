@@ -8,7 +8,7 @@ import { consumeSource } from "../../../src/consume/pull-source.js";
 import { deferred } from "../../helpers/fakes.js";
 
 /** A client iterator of the shape the gate reads; `end(err)` ends its subscription. */
-function fakeIterator(): { iter: object; closes: () => number; end: (err?: Error) => void } {
+function fakeIterator(): { iter: { notify(n: unknown): void; pending: { msgs: number } }; closes: () => number; end: (err?: Error) => void } {
   const closed = deferred<unknown>();
   let closes = 0;
   const iter = {
@@ -20,7 +20,7 @@ function fakeIterator(): { iter: object; closes: () => number; end: (err?: Error
       closes += 1;
       closed.resolve(undefined);
     },
-    status: async () => (async function* () {})(),
+    notify: (_n: unknown) => undefined,
   };
   return { iter, closes: () => closes, end: (err) => closed.resolve(err) };
 }
@@ -53,5 +53,25 @@ describe("consumeSource", () => {
     await closing;
     expect(second.closes()).toBe(1);
     expect(source!.outstanding).toBe(0);
+  });
+
+  it("reports the notices that stop deliveries, not heartbeats, nor a missed one while no pull is out", async () => {
+    const it = fakeIterator();
+    const consumer = { consume: async () => it.iter } as unknown as Pick<Consumer, "consume">;
+    const source = await consumeSource(consumer, 1000, 10, undefined, () => 10, () => undefined);
+    const seen: unknown[] = [];
+    source!.onNotice = (n) => seen.push(n);
+    it.iter.notify({ type: "heartbeat", lastConsumerSequence: 0 });
+    it.iter.notify({ type: "next", options: { batch: 10 } });
+    it.iter.notify({ type: "heartbeats_missed", count: 1 });
+    it.iter.pending.msgs = 10;
+    it.iter.notify({ type: "heartbeats_missed", count: 2 });
+    it.iter.notify({ type: "consumer_deleted", code: 409, description: "x".repeat(300) });
+    expect(seen).toEqual([
+      { type: "heartbeats_missed", description: undefined },
+      { type: "consumer_deleted", description: "x".repeat(200) },
+    ]);
+    it.end();
+    await source!.close();
   });
 });
