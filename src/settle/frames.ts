@@ -3,13 +3,14 @@
  * delay, and Term with a reason only where the server understands one.
  */
 import type { JsMsg } from "@nats-io/jetstream";
-import { AckNotConfirmedError, ConnectionClosedError } from "../errors.js";
+import { AckNotConfirmedError, ConnectionClosedError, DisconnectedError } from "../errors.js";
 import { failureKind } from "../errors/settle-errors.js";
 import { connectionDown, requesterOf, serverVersionOf, type Requester } from "../nats/connection-state.js";
 import { AckInbox, consumerRuns, sendPlainAcks, type AckBatch, type ConfirmingConnection } from "../nats/ack-inbox.js";
 import { deliveryCount, isSettled, markSettled, replySubject } from "../nats/message-access.js";
 import { nakDelay, type NakDelay } from "../policy/nak-delay.js";
 import { TERM_REASON_SINCE, atLeast } from "../policy/server-version.js";
+import { whenConnected } from "./held-acks.js";
 import type { SettleBudget } from "./settle-budget.js";
 
 /**
@@ -30,7 +31,9 @@ export interface ConfirmAckOptions {
    * consumer) is sent again every 100 ms within the window `timeoutMs × (retries + 1)`, and
    * such refusals spend no retry (only an attempt that timed out does). The loops' own default (no
    * `confirmAck` given) keeps asking past it for up to a minute, within the lease, so an
-   * election does not turn a committed batch into a duplicate.
+   * election does not turn a committed batch into a duplicate. While the client is between
+   * servers no attempt is made (it drops what is published then): the ACK waits for the
+   * reconnect, as a plain one does, and its window starts then.
    */
   readonly retries?: number;
 }
@@ -41,8 +44,13 @@ export interface AckOutcome {
   readonly confirmed: boolean;
   /** Set when a confirmed ACK got no reply after every attempt: it may or may not have landed. */
   readonly error?: unknown;
-  /** The connection refused the frame (`error` says why): it did not leave, the message is left for redelivery. */
+  /**
+   * No frame left (`error` says why: the connection refused it, or closed or stayed down past
+   * the budget while the ACK waited for a reconnect): the message is left for redelivery.
+   */
   readonly unsent?: true;
+  /** It waited for the connection to come back before its first frame. */
+  readonly held?: true;
 }
 
 const ACK = "+ACK";
@@ -55,7 +63,10 @@ export const DEFAULT_CONFIRM_TIMEOUT_MS = 5000;
  * `ackAck()` (which marks the message acked in the client); later attempts publish the
  * request on the reply subject themselves, because the client will not send a second one.
  * Retries go through `connection`, else the connection that delivered the message. Every
- * wait is cut to what `budget` leaves; the first frame is always sent.
+ * wait is cut to what `budget` leaves. While the message's connection is between servers no
+ * attempt is made (the client drops what is published then, and the attempt would only time
+ * out): the ACK waits for the reconnect, as a plain one does, spending no attempt, and its
+ * window starts then; `unsent` if the connection closed or `budget` ran out first.
  */
 export async function ackConfirmed(
   m: JsMsg,
@@ -67,13 +78,18 @@ export async function ackConfirmed(
   const timeoutFor = (): number => Math.max(1, Math.min(timeoutMs, budget.remainingMs()));
   let retries = options.retries ?? 2;
   if (isSettled(m)) return { confirmed: false };
+  const wasDown = connectionDown(m) === true;
+  if (wasDown) {
+    const unsent = await reconnected(m, budget);
+    if (unsent !== undefined) return unsent;
+  }
   // Refusals ("no responders": nobody holds the consumer, an election) are asked again every
   // 100 ms within this window and spend no retry: a new leader answers within moments.
-  const windowEnd = performance.now() + timeoutMs * (retries + 1);
+  let windowEnd = performance.now() + timeoutMs * (retries + 1);
   let lastError: unknown;
   try {
-    if (await m.ackAck({ timeout: timeoutFor() })) return { confirmed: true };
-    return { confirmed: false };
+    const confirmed = await m.ackAck({ timeout: timeoutFor() });
+    return wasDown ? { confirmed, held: true } : { confirmed };
   } catch (err) {
     lastError = err;
   }
@@ -81,8 +97,15 @@ export async function ackConfirmed(
   const reply = replySubject(m);
   const requester = connection ?? requesterOf(m);
   while (reply !== undefined && requester !== undefined && budget.remainingMs() > 0) {
-    // The server's "no responders" (503): nobody holds the consumer now.
-    if (failureKind(lastError) === "no_responders") {
+    if (connectionDown(m) === true) {
+      // It went down after an attempt: the next waits for the reconnect, spending no retry
+      // (the one that timed out meanwhile is not counted), and the window starts again then.
+      const gone = await reconnected(m, budget);
+      // Frames left before: the ACK may or may not have landed.
+      if (gone !== undefined) return { confirmed: false, error: new AckNotConfirmedError(attempts, gone.error) };
+      windowEnd = Math.max(windowEnd, performance.now() + timeoutMs * (retries + 1));
+    } else if (failureKind(lastError) === "no_responders") {
+      // The server's "no responders" (503): nobody holds the consumer now.
       const pause = Math.min(REFUSED_PAUSE_MS, windowEnd - performance.now(), budget.remainingMs());
       if (pause <= 0) break;
       // Not unref'd: settling awaits it, bounded by the window and the budget.
@@ -91,14 +114,24 @@ export async function ackConfirmed(
     attempts += 1;
     try {
       await requester.request(reply, ACK, { timeout: timeoutFor() });
-      return { confirmed: true };
+      return wasDown ? { confirmed: true, held: true } : { confirmed: true };
     } catch (err) {
       lastError = err;
     }
   }
-  return { confirmed: false, error: new AckNotConfirmedError(attempts, lastError) };
+  const error = new AckNotConfirmedError(attempts, lastError);
+  return wasDown ? { confirmed: false, error, held: true } : { confirmed: false, error };
 }
 
+/**
+ * `undefined` once the connection that delivered `m`, now down, is back; an unsent outcome when
+ * it closed or `budget` ran out first.
+ */
+async function reconnected(m: JsMsg, budget: SettleBudget): Promise<AckOutcome | undefined> {
+  const outcome = await whenConnected(m, budget);
+  if (outcome.kind === "connected") return undefined;
+  return { confirmed: false, unsent: true, error: outcome.kind === "closed" ? new ConnectionClosedError() : new DisconnectedError() };
+}
 
 /**
  * Sends `+ACK` for every message of `msgs` with replies to one inbox and waits for the server's

@@ -124,10 +124,9 @@ export class Settler {
     const confirm = host !== undefined ? (canConfirmInBatches(this.#config.connection) ? { options: host, connection: this.#config.connection } : undefined) : scope.confirm;
     if (confirm === undefined || msgs.length === 0) return undefined;
     const down = msgs.some((m) => connectionDown(m) === true);
-    // A host's own confirmAck keeps its bounded attempts, message by message (through ackConfirmed).
-    if (down && host !== undefined) return undefined;
     const seqs = scope.acking?.begin(msgs, ids);
-    if (down) return { results: this.#confirmAfterReconnect(msgs, confirm, scope, seqs), sent: false };
+    // A host's own confirmAck waits for the reconnect too, then keeps its bounded attempts.
+    if (down) return { results: this.#confirmAfterReconnect(msgs, confirm, scope, seqs, host === undefined), sent: false };
     return { results: this.#confirm(msgs, confirm, scope, seqs, host === undefined), sent: true };
   }
 
@@ -159,18 +158,20 @@ export class Settler {
   }
 
   /**
-   * A loop's ACKs whose connection is between servers: held until it is back, then sent
-   * confirmed and asked again through the election that often comes with a reconnect (the
-   * server the client left may have held the consumer). A plain ACK sent at the reconnect
-   * reaches nobody while no new leader exists, and its message comes back to be written twice.
+   * Confirmed ACKs whose connection is between servers: held until it is back, then sent
+   * confirmed and, for a loop's own confirmation (`bridgeElections`), asked again through the
+   * election that often comes with a reconnect (the server the client left may have held the
+   * consumer); a host's `confirmAck` keeps its bounded attempts from there. A plain ACK sent at
+   * the reconnect reaches nobody while no new leader exists, and its message comes back to be
+   * written twice.
    */
-  async #confirmAfterReconnect(msgs: readonly JsMsg[], confirm: LoopConfirmation, scope: SettleScope, seqs: readonly number[] | undefined): Promise<MessageResult[]> {
+  async #confirmAfterReconnect(msgs: readonly JsMsg[], confirm: LoopConfirmation, scope: SettleScope, seqs: readonly number[] | undefined, bridgeElections: boolean): Promise<MessageResult[]> {
     const metrics = this.#config.metrics;
     // A loop's batch came through one connection: its first message that is down speaks for it.
     const outcome = await whenConnected(msgs.find((m) => connectionDown(m) === true) ?? msgs[0]!, scope.budget);
     if (outcome.kind === "connected") {
       metrics.count(MetricNames.ACKS_HELD_TOTAL, msgs.length);
-      return this.#confirm(msgs, confirm, scope, seqs, true, true);
+      return this.#confirm(msgs, confirm, scope, seqs, bridgeElections, true);
     }
     if (seqs !== undefined) scope.acking!.end(seqs, UNCONFIRMED_GRACE_MS);
     metrics.count(MetricNames.ACKS_UNSENT_TOTAL, msgs.length);
@@ -186,9 +187,29 @@ export class Settler {
   #ack(m: JsMsg, scope: SettleScope, error: unknown): MessageResult | Promise<MessageResult> {
     const confirmAck = this.#config.confirmAck;
     if (confirmAck !== undefined) {
+      // On its way until answered: a delivery of it again meanwhile (it waited for a reconnect,
+      // or the server's answer is slow) is acked, not written again, as in a confirmed batch.
+      const seqs = scope.acking?.begin([m]);
+      const started = performance.now();
       return ackConfirmed(m, confirmAck, this.#config.connection, scope.budget).then(
-        (outcome) => withError({ msg: m, action: "acked", confirmed: outcome.confirmed, ...(outcome.error !== undefined ? { settleError: outcome.error } : {}) }, error),
-        (err: unknown) => withError({ msg: m, action: "left", settleError: err }, error),
+        (outcome) => {
+          if (seqs !== undefined) {
+            const late = outcome.held === true || performance.now() - started > (confirmAck.timeoutMs ?? DEFAULT_CONFIRM_TIMEOUT_MS);
+            scope.acking!.end(seqs, !outcome.confirmed ? UNCONFIRMED_GRACE_MS : late ? LATE_GRACE_MS : 0, outcome.confirmed);
+          }
+          const metrics = this.#config.metrics;
+          // Waited for a reconnect that did not come (closed, or a shutdown's bound): no frame left.
+          if (outcome.unsent === true) {
+            metrics.count(MetricNames.ACKS_UNSENT_TOTAL);
+            return withError({ msg: m, action: "left", settleError: outcome.error }, error);
+          }
+          if (outcome.held === true) metrics.count(MetricNames.ACKS_HELD_TOTAL);
+          return withError({ msg: m, action: "acked", confirmed: outcome.confirmed, ...(outcome.error !== undefined ? { settleError: outcome.error } : {}) }, error);
+        },
+        (err: unknown) => {
+          if (seqs !== undefined) scope.acking!.end(seqs, UNCONFIRMED_GRACE_MS);
+          return withError({ msg: m, action: "left", settleError: err }, error);
+        },
       );
     }
     if (connectionDown(m) === true) return this.#holdAck(m, scope, error);

@@ -12,6 +12,7 @@ import { CommitThenAck, InMemoryMetrics, MetricNames, TemporarySinkError, type B
 import { AckSpy } from "../helpers/ack-spy.js";
 import { consumerInfo, createFixture, eventually, publish } from "../helpers/jetstream.js";
 import { startServer } from "../helpers/nats-server.js";
+import { startRival } from "../helpers/rival.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const RECONNECT = { reconnect: true, maxReconnectAttempts: -1, reconnectTimeWait: 100 } as const;
@@ -26,6 +27,41 @@ class Ledger {
   twice(): number[] {
     return [...this.writes].filter(([, d]) => d.length > 1).map(([s]) => s);
   }
+}
+
+/**
+ * Runs `ack` over the fixture's consumer (300 ms writes, batches of 10, 4 at once), stops the
+ * only server for 3 s while writes are under way, restarts it, and ends the loop once
+ * `settled(results)` holds.
+ */
+async function runThroughRestart(
+  srv: { stop(): Promise<void>; restart(): Promise<unknown> },
+  ack: CommitThenAck,
+  f: Awaited<ReturnType<typeof createFixture>>,
+  settled: (results: readonly BatchResult[]) => boolean,
+): Promise<{ ledger: Ledger; results: BatchResult[] }> {
+  const ledger = new Ledger();
+  const results: BatchResult[] = [];
+  const shutdown = new AbortController();
+  let writing = 0;
+  const running = ack.run(
+    await f.js.consumers.get(f.stream, f.consumer),
+    async (msgs) => {
+      writing += 1;
+      await sleep(300);
+      ledger.record(msgs);
+      writing -= 1;
+    },
+    { batchSize: 10, concurrency: 4, signal: shutdown.signal, onBatch: (r) => results.push(r), onError: () => undefined },
+  );
+  await eventually(() => writing >= 2 && ledger.writes.size >= 20, "writes under way");
+  await srv.stop();
+  await sleep(3000);
+  await srv.restart();
+  await eventually(() => settled(results), "every message settled", 30_000);
+  shutdown.abort();
+  await running;
+  return { ledger, results };
 }
 
 describe("outages on a real nats-server", () => {
@@ -91,27 +127,7 @@ describe("outages on a real nats-server", () => {
         metrics,
         connection: nc,
       });
-      const ledger = new Ledger();
-      const results: BatchResult[] = [];
-      const shutdown = new AbortController();
-      let writing = 0;
-      const running = ack.run(
-        await f.js.consumers.get(f.stream, f.consumer),
-        async (msgs) => {
-          writing += 1;
-          await sleep(300);
-          ledger.record(msgs);
-          writing -= 1;
-        },
-        { batchSize: 10, concurrency: 4, signal: shutdown.signal, onBatch: (r) => results.push(r), onError: () => undefined },
-      );
-      await eventually(() => writing >= 2 && ledger.writes.size >= 20, "writes under way");
-      await srv.stop();
-      await sleep(3000);
-      await srv.restart();
-      await eventually(() => results.reduce((n, r) => n + r.acked, 0) >= 200, "all two hundred acked", 30_000);
-      shutdown.abort();
-      await running;
+      const { ledger } = await runThroughRestart(srv, ack, f, (results) => results.reduce((n, r) => n + r.acked, 0) >= 200);
       await eventually(async () => (await consumerInfo(f)).num_ack_pending === 0, "nothing pending", 15_000);
       expect([...ledger.writes.keys()].sort((a, b) => a - b)).toEqual(seqs);
       expect(ledger.twice()).toEqual([]);
@@ -127,6 +143,48 @@ describe("outages on a real nats-server", () => {
       await spyConn.close();
     }
   });
+
+  it.each([
+    { path: "message by message (no connection: ackAck)", withConnection: false },
+    { path: "in batches (through its connection)", withConnection: true },
+  ])(
+    "the only server down past a host's confirmAck window mid-run, $path: the ACKs wait for the reconnect, then are confirmed; nothing written twice, a second worker receives nothing",
+    async ({ withConnection }) => {
+      await using srv = await startServer();
+      const nc = await srv.connect(RECONNECT);
+      try {
+        const f = await createFixture(nc, { ackWaitMs: 2000 });
+        const seqs = await publish(f, 100);
+        const metrics = new InMemoryMetrics();
+        // Its window, timeoutMs × (retries + 1), is 1 s: the outage is three times as long.
+        const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, {
+          inProgress: { enabled: true, intervalMs: 500, maxHeartbeats: 40 },
+          confirmAck: { timeoutMs: 500, retries: 1 },
+          metrics,
+          ...(withConnection ? { connection: nc } : {}),
+        });
+        const { ledger, results } = await runThroughRestart(srv, ack, f, (done) => done.reduce((n, r) => n + r.acked + r.left, 0) >= 100);
+        expect([...ledger.writes.keys()].sort((a, b) => a - b)).toEqual(seqs);
+        expect(ledger.twice()).toEqual([]);
+        // Every ACK confirmed: none spent its attempts on the outage.
+        const settled = results.flatMap((r) => r.messages);
+        expect(settled.filter((r) => r.action !== "acked" || r.confirmed !== true || r.settleError !== undefined).map((r) => [r.msg.seq, r.action, String(r.settleError)])).toEqual([]);
+        const c = metrics.snapshot().counters;
+        expect(c[MetricNames.ACKS_HELD_TOTAL]).toBeGreaterThanOrEqual(1);
+        expect(c[MetricNames.ACKS_UNSENT_TOTAL] ?? 0).toBe(0);
+        // The lease was kept and every ACK landed: a second worker on the same durable, past
+        // AckWait, receives nothing.
+        const rival = await startRival(f.js, f.stream, f.consumer);
+        await sleep(3500);
+        await rival.stop();
+        expect(rival.received).toEqual([]);
+        expect((await consumerInfo(f)).ack_floor.stream_seq).toBe(seqs.at(-1));
+      } finally {
+        await nc.close();
+      }
+    },
+    60_000,
+  );
 
   it("the only server restarts and its memory stream is gone: made again under the same name, its new messages (the old sequences) are each written once, a failed write included", async () => {
     await using srv = await startServer();

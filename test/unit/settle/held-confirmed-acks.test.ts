@@ -7,11 +7,12 @@
  */
 import { describe, expect, it, vi } from "vitest";
 import type { JsMsg } from "@nats-io/jetstream";
-import { CommitThenAck, ConnectionClosedError, DisconnectedError, InMemoryMetrics, MetricNames, PermanentSinkError } from "../../../src/index.js";
+import { AckNotConfirmedError, CommitThenAck, ConnectionClosedError, DisconnectedError, InMemoryMetrics, MetricNames, PermanentSinkError } from "../../../src/index.js";
 import { AckingDeliveries, LATE_GRACE_MS, UNCONFIRMED_GRACE_MS } from "../../../src/settle/acking-deliveries.js";
 import type { DeadLetterTarget } from "../../../src/settle/dead-letter.js";
 import { DeliveryLimits } from "../../../src/settle/delivery-limits.js";
 import { UNBOUNDED, type SettleBudget } from "../../../src/settle/settle-budget.js";
+import { ackConfirmed } from "../../../src/settle/frames.js";
 import { settleBatch, type WriteOutcome } from "../../../src/settle/settle-batch.js";
 import { readReport } from "../../../src/settle/write-report.js";
 import { Settler } from "../../../src/settle/settler.js";
@@ -160,6 +161,140 @@ describe("a loop's confirmed ACKs over a reconnect", () => {
     // Each original's +ACK asked for an answer, and was asked again after the refusal.
     for (const m of s.msgs) expect(s.nc.frames.filter((f) => f.subject === m.reply && f.reply !== undefined).length).toBe(2);
     expect(s.msgs.map((m) => m.calls.ack)).toEqual([0, 0, 0]);
+  });
+});
+
+/** A host's own `confirmAck`: per message through `ackAck()` (no `connection`), or in one batch through its `connection`. */
+function setupHost(withConnection: boolean, budget: SettleBudget = UNBOUNDED) {
+  const sink = new InMemoryMetrics();
+  const metrics = MetricsRecorder.for(sink);
+  const nc = fakeConfirmingConnection(() => 0);
+  // The batch path confirms through the inbox (subscribe, publish); `request` is the per-message retry's.
+  const connection = Object.assign(nc, { request: async () => ({}) });
+  const settler = new Settler({
+    connection: withConnection ? connection : undefined,
+    confirmAck: { timeoutMs: 200, retries: 1 },
+    onTemporaryFailure: { action: "nak" },
+    deadLetter: undefined,
+    nakBackOff: undefined,
+    limits: new DeliveryLimits(undefined, undefined),
+    metrics,
+    random: Math.random,
+  });
+  const wire = link();
+  const msgs: FakeMsg[] = [fakeMsg(), fakeMsg(), fakeMsg()];
+  const asked: number[] = [];
+  for (const m of msgs) {
+    (m as unknown as { msg: unknown }).msg = { publisher: wire.publisher };
+    const ackAck = m.ackAck.bind(m);
+    m.ackAck = async () => {
+      asked.push(performance.now());
+      return ackAck();
+    };
+  }
+  const acking = new AckingDeliveries();
+  const settle = () => settleBatch(msgs as unknown as JsMsg[], COMMITTED, { settler, metrics, connection: withConnection ? connection : undefined, budget, batchId: 1, acking });
+  return { sink, nc, wire, msgs, asked, acking, settle };
+}
+
+describe.each([
+  { path: "message by message (ackAck)", withConnection: false },
+  { path: "in one batch (its connection)", withConnection: true },
+])("a host's confirmAck over a reconnect, $path", ({ withConnection }) => {
+  it("no attempt while the connection is down, past its whole window; after the reconnect the ACKs are confirmed and counted held", async () => {
+    const s = setupHost(withConnection);
+    s.wire.down();
+    const settling = s.settle();
+    // Twice its window (timeoutMs × (retries + 1) = 400 ms): it would have spent every attempt.
+    await sleep(800);
+    expect(s.asked).toEqual([]);
+    expect(s.nc.frames).toEqual([]);
+    // Meanwhile another delivery of them (the server restarted and handed them out again) is
+    // acked, not written again.
+    expect(s.msgs.every((m) => s.acking.has(m as unknown as JsMsg))).toBe(true);
+    const upAt = performance.now();
+    s.wire.up();
+    const result = await settling;
+    expect(result).toMatchObject({ outcome: "acked", acked: 3 });
+    expect(result.messages.map((r) => [r.action, r.confirmed, r.settleError])).toEqual([
+      ["acked", true, undefined],
+      ["acked", true, undefined],
+      ["acked", true, undefined],
+    ]);
+    if (withConnection) expect(s.nc.frames.length > 0 && s.nc.frames.every((f) => f.at >= upAt)).toBe(true);
+    else expect(s.asked.length === 3 && s.asked.every((at) => at >= upAt)).toBe(true);
+    expect(s.sink.snapshot().counters[MetricNames.ACKS_HELD_TOTAL]).toBe(3);
+  });
+
+  it("a connection closed while the ACKs wait: left with ConnectionClosedError, no frame, counted unsent", async () => {
+    const s = setupHost(withConnection);
+    s.wire.down();
+    const settling = s.settle();
+    await sleep(100);
+    s.wire.close();
+    const result = await settling;
+    expect(result).toMatchObject({ outcome: "left", acked: 0, left: 3 });
+    for (const r of result.messages) expect(r.settleError).toBeInstanceOf(ConnectionClosedError);
+    expect(s.asked).toEqual([]);
+    expect(s.nc.frames).toEqual([]);
+    expect(s.sink.snapshot().counters[MetricNames.ACKS_UNSENT_TOTAL]).toBe(3);
+  });
+
+  it("a shutdown's bound passing while the ACKs wait: left with DisconnectedError, no frame", async () => {
+    const started = performance.now();
+    const s = setupHost(withConnection, { remainingMs: () => 150 - (performance.now() - started) });
+    s.wire.down();
+    const result = await s.settle();
+    expect(performance.now() - started).toBeLessThan(5000);
+    expect(result).toMatchObject({ outcome: "left", acked: 0, left: 3 });
+    for (const r of result.messages) expect(r.settleError).toBeInstanceOf(DisconnectedError);
+    expect(s.asked).toEqual([]);
+    expect(s.nc.frames).toEqual([]);
+  });
+});
+
+describe("a host's confirmAck whose connection goes down after its first attempt", () => {
+  it("the next attempt waits for the reconnect and spends no retry: confirmed once the server answers", async () => {
+    const wire = link();
+    const requests: number[] = [];
+    const publisher = Object.assign(wire.publisher, {
+      request: async () => {
+        requests.push(performance.now());
+        return {};
+      },
+    });
+    const m = fakeMsg();
+    (m as unknown as { msg: unknown }).msg = { publisher };
+    // The first attempt leaves, then the client loses its server and the reply never comes.
+    m.ackAck = async () => {
+      wire.down();
+      throw Object.assign(new Error("timeout"), { name: "TimeoutError" });
+    };
+    const settling = ackConfirmed(m as unknown as JsMsg, { timeoutMs: 100, retries: 0 }, undefined, UNBOUNDED);
+    await sleep(400);
+    expect(requests).toEqual([]);
+    const upAt = performance.now();
+    wire.up();
+    expect(await settling).toEqual({ confirmed: true });
+    expect(requests.length === 1 && requests[0]! >= upAt).toBe(true);
+  });
+
+  it("a connection that closes instead: not confirmed, may have landed (the first frame left)", async () => {
+    const wire = link();
+    const m = fakeMsg();
+    (m as unknown as { msg: unknown }).msg = { publisher: Object.assign(wire.publisher, { request: async () => ({}) }) };
+    m.ackAck = async () => {
+      wire.down();
+      throw new Error("timeout");
+    };
+    const settling = ackConfirmed(m as unknown as JsMsg, { timeoutMs: 100, retries: 2 }, undefined, UNBOUNDED);
+    await sleep(100);
+    wire.close();
+    const outcome = await settling;
+    expect(outcome.confirmed).toBe(false);
+    expect(outcome.unsent).toBeUndefined();
+    expect(outcome.error).toBeInstanceOf(AckNotConfirmedError);
+    expect(outcome.error).toMatchObject({ attempts: 1, lastErrorName: "ConnectionClosedError" });
   });
 });
 
