@@ -31,7 +31,7 @@ class Ledger {
 
 /**
  * Runs `ack` over the fixture's consumer (300 ms writes, batches of 10, 4 at once), stops the
- * only server for 3 s while writes are under way, restarts it, and ends the loop once
+ * only server for `outageMs` while writes are under way, restarts it, and ends the loop once
  * `settled(results)` holds.
  */
 async function runThroughRestart(
@@ -39,6 +39,7 @@ async function runThroughRestart(
   ack: CommitThenAck,
   f: Awaited<ReturnType<typeof createFixture>>,
   settled: (results: readonly BatchResult[]) => boolean,
+  outageMs = 3000,
 ): Promise<{ ledger: Ledger; results: BatchResult[] }> {
   const ledger = new Ledger();
   const results: BatchResult[] = [];
@@ -56,7 +57,7 @@ async function runThroughRestart(
   );
   await eventually(() => writing >= 2 && ledger.writes.size >= 20, "writes under way");
   await srv.stop();
-  await sleep(3000);
+  await sleep(outageMs);
   await srv.restart();
   await eventually(() => settled(results), "every message settled", 30_000);
   shutdown.abort();
@@ -156,14 +157,16 @@ describe("outages on a real nats-server", () => {
         const f = await createFixture(nc, { ackWaitMs: 2000 });
         const seqs = await publish(f, 100);
         const metrics = new InMemoryMetrics();
-        // Its window, timeoutMs × (retries + 1), is 1 s: the outage is three times as long.
+        // Its window, timeoutMs × (retries + 1), is 3 s: long enough for a restarted server's
+        // JetStream to answer again (1 s was not, once, on 2.15.1: "no responders" past it), and
+        // the outage is twice as long, so attempts spent during it would all be lost.
         const ack = await CommitThenAck.forConsumer(f.jsm, f.stream, f.consumer, {
           inProgress: { enabled: true, intervalMs: 500, maxHeartbeats: 40 },
-          confirmAck: { timeoutMs: 500, retries: 1 },
+          confirmAck: { timeoutMs: 1000, retries: 2 },
           metrics,
           ...(withConnection ? { connection: nc } : {}),
         });
-        const { ledger, results } = await runThroughRestart(srv, ack, f, (done) => done.reduce((n, r) => n + r.acked + r.left, 0) >= 100);
+        const { ledger, results } = await runThroughRestart(srv, ack, f, (done) => done.reduce((n, r) => n + r.acked + r.left, 0) >= 100, 6000);
         expect([...ledger.writes.keys()].sort((a, b) => a - b)).toEqual(seqs);
         expect(ledger.twice()).toEqual([]);
         // Every ACK confirmed: none spent its attempts on the outage.
