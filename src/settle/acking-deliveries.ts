@@ -27,10 +27,19 @@ export interface StoredIds {
 
 export class AckingDeliveries {
   /**
-   * The stream sequences of each batch of ACKs on their way (a loop has a few at most): plain
-   * arrays, scanned — a batch's hash set cost more to build than all its lookups.
+   * Each batch of ACKs on their way, by the array of stream sequences `begin` returned (what
+   * `end` is given). Its sequences stay a plain array: a batch's hash set cost more to build
+   * than all its lookups (a loop has a few batches on their way at most).
    */
   readonly #batches = new Map<readonly number[], InFlight>();
+  /**
+   * The same entries, found by how they are looked up: one message's ACK (a host's confirmAck
+   * settles message by message, an ACK held over a disconnect) by its sequence — a loop can
+   * have a thousand of them on their way, too many to scan on every arrival — and batches of
+   * more, or a second entry for a sequence already there, in a set that is scanned.
+   */
+  readonly #single = new Map<number, InFlight>();
+  readonly #scanned = new Set<InFlight>();
   /**
    * Stream sequence → until when (monotonic ms) a late ACK still counts as on its way, and the
    * stored message's timestamp: one that was held over a disconnect or asked again can be
@@ -59,7 +68,7 @@ export class AckingDeliveries {
    */
   begin(msgs: readonly JsMsg[], ids?: StoredIds): readonly number[] {
     if (ids !== undefined && ids.sequences.length === msgs.length && ids.stamps.length === msgs.length) {
-      if (msgs.length > 0) this.#batches.set(ids.sequences, inFlight(ids.sequences, msgs, ids.stamps));
+      if (msgs.length > 0) this.#add(inFlight(ids.sequences, msgs, ids.stamps));
       return ids.sequences;
     }
     const seqs: number[] = [];
@@ -71,8 +80,17 @@ export class AckingDeliveries {
       seqs.push(seq);
       read.push(msgs[i]!);
     }
-    if (seqs.length > 0) this.#batches.set(seqs, inFlight(seqs, read, undefined));
+    if (seqs.length > 0) this.#add(inFlight(seqs, read, undefined));
     return seqs;
+  }
+
+  #add(batch: InFlight): void {
+    // The same arrays begun twice: the later entry stands, as one map entry would.
+    if (this.#batches.has(batch.seqs)) this.#drop(batch.seqs);
+    this.#batches.set(batch.seqs, batch);
+    const seq = batch.seqs[0]!;
+    if (batch.seqs.length === 1 && !this.#single.has(seq)) this.#single.set(seq, batch);
+    else this.#scanned.add(batch);
   }
 
   /**
@@ -84,8 +102,7 @@ export class AckingDeliveries {
    * answered late can die before its followers have the ACK just as one that answered at once.
    */
   end(seqs: readonly number[], graceMs = 0, confirmed = graceMs <= 0): void {
-    const batch = this.#batches.get(seqs);
-    this.#batches.delete(seqs);
+    const batch = this.#drop(seqs);
     const now = performance.now();
     if (!confirmed && graceMs <= 0) {
       if (this.#late.size > 0) this.#prune(now);
@@ -106,16 +123,37 @@ export class AckingDeliveries {
     }
   }
 
+  /**
+   * The confirmed ACKs of `seqs` were answered: `confirmed` by the server, or not (given up);
+   * `late`: held over a reconnect, or answered after the first attempt's wait, so a redelivery
+   * sent before the answer may still be on its way.
+   */
+  answered(seqs: readonly number[], confirmed: boolean, late: boolean): void {
+    this.end(seqs, !confirmed ? UNCONFIRMED_GRACE_MS : late ? LATE_GRACE_MS : 0, confirmed);
+  }
+
+  /** Takes the entry begun with `seqs` out of the in-flight maps; returns it. */
+  #drop(seqs: readonly number[]): InFlight | undefined {
+    const batch = this.#batches.get(seqs);
+    if (batch === undefined) return undefined;
+    this.#batches.delete(seqs);
+    if (this.#single.get(seqs[0]!) === batch) this.#single.delete(seqs[0]!);
+    else this.#scanned.delete(batch);
+    return batch;
+  }
+
   /** Whether `m` is a message whose ACK is on its way (another delivery of a committed message). */
   has(m: JsMsg): boolean {
     if (this.#batches.size > 0 || this.#late.size > 0) {
       const seq = streamSequence(m);
       if (seq === undefined) return false;
-      for (const b of this.#batches.values()) {
+      const single = this.#single.size > 0 ? this.#single.get(seq) : undefined;
+      if (single !== undefined && sameStored(stampAt(single, 0), m)) return true;
+      for (const b of this.#scanned) {
         // The bounds first: a new arrival is almost always past every batch still in flight.
         if (seq < b.min || seq > b.max) continue;
         const i = b.seqs.indexOf(seq);
-        if (i >= 0 && sameStored(b.stamps !== undefined ? b.stamps[i] : storedStamp(b.msgs[i]!), m)) return true;
+        if (i >= 0 && sameStored(stampAt(b, i), m)) return true;
       }
       const late = this.#late.get(seq);
       if (late !== undefined && late.until > performance.now() && sameStored(late.stamp, m)) return true;
@@ -244,6 +282,11 @@ function highest(values: ArrayLike<number>): number {
   let max = Number.NEGATIVE_INFINITY;
   for (let i = 0; i < values.length; i++) if (values[i]! > max) max = values[i]!;
   return max;
+}
+
+/** The stored timestamp of a batch's `i`-th message (read now when the caller read none at arrival). */
+function stampAt(b: InFlight, i: number): number | undefined {
+  return b.stamps !== undefined ? b.stamps[i] : storedStamp(b.msgs[i]!);
 }
 
 /** One object per batch: its bounds are read without an object of their own. */

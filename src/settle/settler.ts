@@ -133,14 +133,7 @@ export class Settler {
   #confirm(msgs: readonly JsMsg[], confirm: LoopConfirmation, scope: SettleScope, seqs: readonly number[] | undefined, bridgeElections: boolean, held = false): Promise<MessageResult[]> {
     const started = performance.now();
     return ackBatchConfirmed(msgs, confirm.options, confirm.connection, scope.budget, bridgeElections).then((outcomes) => {
-      if (seqs !== undefined) {
-        // Unconfirmed: the message can come back once a new leader took over. Slower than the
-        // first attempt's wait (or held over a reconnect): the answer came late, and a
-        // redelivery sent before it may still be on its way.
-        const late = held || performance.now() - started > (confirm.options.timeoutMs ?? DEFAULT_CONFIRM_TIMEOUT_MS);
-        const confirmed = outcomes.every((o) => o.confirmed);
-        scope.acking!.end(seqs, !confirmed ? UNCONFIRMED_GRACE_MS : late ? LATE_GRACE_MS : 0, confirmed);
-      }
+      if (seqs !== undefined) scope.acking!.answered(seqs, outcomes.every((o) => o.confirmed), answeredLate(held, started, confirm.options));
       return msgs.map((msg, i) => {
         const o = outcomes[i]!;
         // Refused by the connection: no frame left, the message comes back after AckWait.
@@ -193,10 +186,7 @@ export class Settler {
       const started = performance.now();
       return ackConfirmed(m, confirmAck, this.#config.connection, scope.budget).then(
         (outcome) => {
-          if (seqs !== undefined) {
-            const late = outcome.held === true || performance.now() - started > (confirmAck.timeoutMs ?? DEFAULT_CONFIRM_TIMEOUT_MS);
-            scope.acking!.end(seqs, !outcome.confirmed ? UNCONFIRMED_GRACE_MS : late ? LATE_GRACE_MS : 0, outcome.confirmed);
-          }
+          if (seqs !== undefined) scope.acking!.answered(seqs, outcome.confirmed, answeredLate(outcome.held === true, started, confirmAck));
           const metrics = this.#config.metrics;
           // Waited for a reconnect that did not come (closed, or a shutdown's bound): no frame left.
           if (outcome.unsent === true) {
@@ -345,4 +335,9 @@ function markLeaseLost(r: MessageResult): MessageResult {
 function sleep(ms: number): Promise<void> {
   // Not unref'd: settling awaits it, and it is bounded by the settle budget.
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Whether a confirmed ACK's answer came late: held over a reconnect, or slower than its first attempt's wait. */
+function answeredLate(held: boolean, started: number, options: ConfirmAckOptions): boolean {
+  return held || performance.now() - started > (options.timeoutMs ?? DEFAULT_CONFIRM_TIMEOUT_MS);
 }

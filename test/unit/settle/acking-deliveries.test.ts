@@ -2,6 +2,7 @@
  * The messages a loop committed whose ACK is on its way: another delivery of one is recognised
  * while the ACK is out, and for a while after a late one (held over a disconnect, asked again).
  */
+import fc from "fast-check";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { AckingDeliveries, CONFIRMED_KEPT_MAX, CONFIRMED_KEPT_MS, LATE_GRACE_MS, UNCONFIRMED_GRACE_MS } from "../../../src/settle/acking-deliveries.js";
 import { fakeMsg } from "../../helpers/fakes.js";
@@ -154,6 +155,75 @@ describe("AckingDeliveries", () => {
     expect(acking.has(fakeMsg({ seq: 5, deliveryCount: 3 }))).toBe(true);
     acking.end(b);
     expect(acking.size).toBe(0);
+  });
+
+  it("two ACKs of one message answered the other way round: the second answer leaves the first", () => {
+    const acking = new AckingDeliveries();
+    const a = acking.begin([fakeMsg({ seq: 5 })]);
+    const b = acking.begin([fakeMsg({ seq: 5, deliveryCount: 2 })]);
+    acking.end(b, 0, false);
+    expect(acking.has(fakeMsg({ seq: 5, deliveryCount: 3 }))).toBe(true);
+    expect(acking.size).toBe(1);
+    acking.end(a, 0, false);
+    expect(acking.has(fakeMsg({ seq: 5, deliveryCount: 3 }))).toBe(false);
+    expect(acking.size).toBe(0);
+  });
+
+  it("the same arrays begun twice are one entry: one answer ends it", () => {
+    const acking = new AckingDeliveries();
+    const msgs = [fakeMsg({ seq: 7 })];
+    const ids = { sequences: [7], stamps: [0] };
+    acking.begin(msgs, ids);
+    const key = acking.begin(msgs, ids);
+    const other = acking.begin([fakeMsg({ seq: 9 })]);
+    expect(acking.size).toBe(2);
+    acking.end(key, 0, false);
+    expect(acking.has(fakeMsg({ seq: 7, deliveryCount: 2 }))).toBe(false);
+    expect(acking.has(fakeMsg({ seq: 9, deliveryCount: 2 }))).toBe(true);
+    acking.end(other, 0, false);
+    expect(acking.size).toBe(0);
+  });
+
+  it("with a thousand single ACKs and a few batches on their way, knows exactly the deliveries of messages still on their way (any order of begin and end)", () => {
+    // A model: the entries on their way as (sequence, stored timestamp) lists; an answer that
+    // was neither confirmed nor late keeps nothing, so `has` must equal membership in the model.
+    const op = fc.oneof(
+      fc.record({ kind: fc.constant("begin" as const), seqs: fc.array(fc.integer({ min: 1, max: 8 }), { minLength: 1, maxLength: 3 }), stamp: fc.integer({ min: 0, max: 1 }) }),
+      fc.record({ kind: fc.constant("end" as const), pick: fc.nat() }),
+      fc.record({ kind: fc.constant("has" as const), seq: fc.integer({ min: 0, max: 9 }), stamp: fc.integer({ min: 0, max: 1 }) }),
+    );
+    fc.assert(
+      fc.property(fc.array(op, { maxLength: 200, size: "max" }), (ops) => {
+        const acking = new AckingDeliveries();
+        const open: Array<{ readonly key: readonly number[]; readonly seqs: readonly number[]; readonly stamp: number }> = [];
+        for (const o of ops) {
+          if (o.kind === "begin") {
+            const key = acking.begin(o.seqs.map((seq) => fakeMsg({ seq, stampNanos: BigInt(o.stamp) * 1_000_000n })));
+            open.push({ key, seqs: o.seqs, stamp: o.stamp });
+          } else if (o.kind === "end") {
+            if (open.length === 0) continue;
+            const [entry] = open.splice(o.pick % open.length, 1);
+            acking.end(entry!.key, 0, false);
+          } else {
+            const expected = open.some((e) => e.stamp === o.stamp && e.seqs.includes(o.seq));
+            expect(acking.has(fakeMsg({ seq: o.seq, deliveryCount: 2, stampNanos: BigInt(o.stamp) * 1_000_000n }))).toBe(expected);
+          }
+        }
+        expect(acking.size).toBe(open.reduce((n, e) => n + e.seqs.length, 0));
+      }),
+      { numRuns: 300 },
+    );
+    // And at scale: a thousand single ACKs out, each found, the one answered no longer.
+    const acking = new AckingDeliveries();
+    const keys = Array.from({ length: 1000 }, (_, i) => acking.begin([fakeMsg({ seq: i + 1 })]));
+    const batch = acking.begin(Array.from({ length: 100 }, (_, i) => fakeMsg({ seq: 2001 + i })));
+    for (let i = 0; i < 1000; i += 97) expect(acking.has(fakeMsg({ seq: i + 1, deliveryCount: 2 }))).toBe(true);
+    expect(acking.has(fakeMsg({ seq: 2050, deliveryCount: 2 }))).toBe(true);
+    expect(acking.has(fakeMsg({ seq: 1500, deliveryCount: 2 }))).toBe(false);
+    acking.end(keys[499]!, 0, false);
+    expect(acking.has(fakeMsg({ seq: 500, deliveryCount: 2 }))).toBe(false);
+    acking.end(batch, 0, false);
+    expect(acking.size).toBe(999);
   });
 
   it("a stream made again under the same name reuses sequences: its new message is not taken for the committed one", () => {
