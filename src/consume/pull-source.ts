@@ -134,15 +134,23 @@ export async function consumeSource(
   };
   let closing = false;
   let sub: Subscription | undefined;
-  /** The subscription ended with an error: report it, and read a new one next time. */
+  /**
+   * The subscription ended: report why. One that ended with an error of its own (a deleted
+   * consumer, missed heartbeats) is opened again by the next window, after the loop's backoff:
+   * its first pull, which the client sends as it opens, then asks only for what the loop can
+   * start at that moment (writes still running hold the rest). One that ended without (the
+   * connection drains or closed) is opened again now: the client's refusal is the reason the
+   * loop reports, once.
+   */
   const failed = async (current: Subscription): Promise<never> => {
-    if (sub === current && closing) sub = undefined;
-    else if (sub === current) {
-      const next = await open();
-      // close() ran while it opened and closed only the ended one: this one is closed here (what
-      // its first pull brings is still handed over), or it would outlive the loop.
-      if (closing) await next?.close(expiresMs);
-      else sub = next;
+    if (sub === current) {
+      sub = undefined;
+      if (current.failure === undefined && !closing) {
+        const next = await open();
+        // close() ran while it opened: this one is closed here, or it would outlive the loop.
+        if (closing) await next?.close(expiresMs);
+        else sub = next;
+      }
     }
     throw current.failure ?? new Error("the consumer's subscription ended");
   };
@@ -156,8 +164,19 @@ export async function consumeSource(
     refills: true,
     roomChanged: (now) => sub?.gate.resume(now),
     async pull(max) {
-      const current = sub ?? (sub = await open());
-      if (current === undefined) throw new TypeError("this NATS client's consume() can no longer be bounded to the loop's capacity");
+      let current = sub;
+      if (current === undefined) {
+        if (closing) return 0;
+        const next = await open();
+        if (next === undefined) throw new TypeError("this NATS client's consume() can no longer be bounded to the loop's capacity");
+        // close() ran while it opened: this one is closed here (what its first pull brings is
+        // still handed over), or it would outlive the loop.
+        if (closing) {
+          await next.close(expiresMs);
+          return 0;
+        }
+        current = sub = next;
+      }
       if (current.ended) return failed(current);
       const got = await new Promise<number>((resolve) => {
         const timer = setTimeout(done, expiresMs);
@@ -202,8 +221,16 @@ async function subscribe(
   onEnd: () => void,
 ): Promise<Subscription | undefined> {
   let sub: Subscription | undefined;
+  // The client sends its first pull as the subscription opens, before the gate is in place: it
+  // asks for what the loop can start now (a subscription opened again while writes still run
+  // must not bring messages that would wait unbeaten), and its refills for up to the capacity.
+  const free = room();
+  // At least one (the client reads 0 as its default of 100); the capacity if the room is unreadable.
+  const first = Number.isFinite(free) ? Math.min(capacity, Math.max(1, Math.floor(free))) : capacity;
   const iter = await consumer.consume({
-    max_messages: capacity,
+    max_messages: first,
+    // The client's default for the capacity (three quarters), not for the first pull.
+    threshold_messages: Math.round(capacity * 0.75) || 1,
     expires: expiresMs,
     // A deleted consumer ends the subscription with an error instead of retrying silently.
     abort_on_missing_resource: true,
@@ -211,7 +238,7 @@ async function subscribe(
     callback: (m: JsMsg) => onMessage(m),
     ...(pull as object),
   } as Parameters<Consumer["consume"]>[0]);
-  const gate = gateConsumePulls(iter, room);
+  const gate = gateConsumePulls(iter, room, capacity);
   if (gate === undefined) {
     void iter.close();
     return undefined;

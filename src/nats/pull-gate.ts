@@ -7,7 +7,7 @@
  * once the loop closes; when the loop can start more it asks again. Nothing is ever cut short:
  * pulls already sent end by themselves.
  *
- * This reads the client's iterator internals (`pull`, `pullOptions`, `pending`), as only
+ * This reads the client's iterator internals (`pull`, `pullOptions`, `pending`, `opts`), as only
  * `consume-notices.ts` also does (`notify`). A client whose iterator has another shape is not
  * gated (`undefined`).
  */
@@ -27,22 +27,33 @@ interface ConsumeIterator {
   pull(options: { batch?: number }): void;
   pullOptions(): { batch?: number };
   pending: { msgs: number };
+  /** The subscription's options: `pullOptions()` asks for `max_messages` less what is pending. */
+  opts: { max_messages: number };
   /** The client's idle-heartbeat watch of its pulls (a timer), when it keeps one. */
   monitor?: { cancel(): void; restart(): void } | null;
 }
 
 function isGateable(iter: unknown): iter is ConsumeIterator {
   const it = iter as Partial<ConsumeIterator> | null;
-  return it !== null && typeof it === "object" && typeof it.pull === "function" && typeof it.pullOptions === "function" && typeof it.pending?.msgs === "number";
+  return (
+    it !== null &&
+    typeof it === "object" &&
+    typeof it.pull === "function" &&
+    typeof it.pullOptions === "function" &&
+    typeof it.pending?.msgs === "number" &&
+    typeof it.opts?.max_messages === "number"
+  );
 }
 
 /**
  * Gates `iter`'s refill pulls by `room()`: the messages the loop could still take, not counting
  * those requested (outstanding). Read the subscription in callback mode, so a message is handed
- * over before the client asks for its refill.
+ * over before the client asks for its refill. `capacity`: the most a refill may ask for (the
+ * subscription may have opened asking for less, its first pull ungated).
  */
-export function gateConsumePulls(iter: unknown, room: () => number): PullGate | undefined {
+export function gateConsumePulls(iter: unknown, room: () => number, capacity?: number): PullGate | undefined {
   if (!isGateable(iter)) return undefined;
+  if (capacity !== undefined) iter.opts.max_messages = capacity;
   const original = iter.pull;
   let closed = false;
   let resuming = false;

@@ -30,6 +30,24 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * stopped, so pulls keep ending partial while the server is delivering. The stream is new, so
  * the sequences are 1 ..= n.
  */
+/**
+ * A worker on a connection of its own whose writes wait on `busy` until `release()`; `stop` ends
+ * its loop, and `end(running)` releases the writes, stops the loop, waits for it and closes.
+ */
+async function heldWorker(connect: () => Promise<NatsConnection>) {
+  const worker = await connect();
+  let release!: () => void;
+  const busy = new Promise<void>((r) => (release = r));
+  const stop = new AbortController();
+  const end = async (running: Promise<unknown>): Promise<void> => {
+    release();
+    stop.abort();
+    await running;
+    await worker.close();
+  };
+  return { worker, ack: new CommitThenAck(), stop, busy, release, end };
+}
+
 async function trickle(connect: () => Promise<NatsConnection>, subject: string, everyMs: number): Promise<{ readonly seqs: () => number[]; stop(): Promise<void> }> {
   const nc = await connect();
   let n = 0;
@@ -257,11 +275,7 @@ describe("intake on a real nats-server", () => {
     const asked: string[] = [];
     const sub = fx.nc.subscribe(`$JS.API.CONSUMER.>`, { callback: (_err, m) => void asked.push(m.subject) });
     await fx.nc.flush();
-    const worker = await fx.srv.connect();
-    const ack = new CommitThenAck();
-    const stop = new AbortController();
-    let release!: () => void;
-    const busy = new Promise<void>((r) => (release = r));
+    const { worker, ack, stop, busy, release, end } = await heldWorker(() => fx.srv.connect());
     let started = 0;
     const running = ack.runEach(await jetstream(worker).consumers.get(f.stream, f.consumer), () => ((started += 1), busy), {
       concurrency: 2,
@@ -279,11 +293,52 @@ describe("intake on a real nats-server", () => {
       release();
       await eventually(() => started === 3, "the third message, pulled once a handler was free");
     } finally {
-      release();
-      stop.abort();
-      await running;
       sub.unsubscribe();
-      await worker.close();
+      await end(running);
+    }
+  });
+
+  it.each([
+    // Four handlers, three busy: one free.
+    { loop: "runEach" as const, options: { concurrency: 4 }, free: 1 },
+    // Room for two batches of three (six), one batch of three being written: three free.
+    { loop: "run" as const, options: { concurrency: 2, batchSize: 3 }, free: 3 },
+  ])("$loop: a subscription opened again while writes run (its consumer deleted and made again) asks in every pull, its first too, only for what the loop can start ($free)", async ({ loop, options, free }) => {
+    const f = await createFixture(fx.nc, { ackWaitMs: 30_000 });
+    await publish(f, 3);
+    const config = (await f.jsm.consumers.info(f.stream, f.consumer)).config;
+    // Every pull the worker sends for this consumer, as the server receives it.
+    const pulls: number[] = [];
+    const sub = fx.nc.subscribe(`$JS.API.CONSUMER.MSG.NEXT.${f.stream}.${f.consumer}`, { callback: (_err, m) => void pulls.push(m.json<{ batch: number }>().batch) });
+    await fx.nc.flush();
+    const { worker, ack, stop, busy, end } = await heldWorker(() => fx.srv.connect());
+    const started: number[] = [];
+    const errors: unknown[] = [];
+    const consumer = await jetstream(worker).consumers.get(f.stream, f.consumer);
+    const settings = { ...options, expiresMs: 1000, signal: stop.signal, onError: (e: unknown) => void errors.push(e) };
+    const running =
+      loop === "runEach"
+        ? ack.runEach(consumer, (m) => (started.push(m.seq), busy), settings)
+        : ack.run(consumer, (msgs) => (started.push(...msgs.map((m) => m.seq)), busy), settings);
+    try {
+      await eventually(() => started.length === 3, "three messages being written");
+      const before = pulls.length;
+      await f.jsm.consumers.delete(f.stream, f.consumer);
+      await eventually(() => errors.some((e) => e instanceof Error && /consumer_deleted/.test(e.message)), "the deletion reported", 20_000);
+      await f.jsm.consumers.add(f.stream, config);
+      // The new consumer delivers from the start, into the room left.
+      await eventually(() => started.length === 3 + free, "the free room fed", 20_000);
+      await sleep(1500);
+      const after = pulls.slice(before);
+      // A pull opened the new subscription (the client sends it as it subscribes).
+      expect(after.length).toBeGreaterThanOrEqual(1);
+      // Before: the first pull of a subscription opened again asked for the whole capacity.
+      expect(Math.max(...after)).toBe(free);
+      // Nothing more came than the loop could start.
+      expect(started).toHaveLength(3 + free);
+    } finally {
+      sub.unsubscribe();
+      await end(running);
     }
   });
 
