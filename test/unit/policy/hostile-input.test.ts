@@ -52,11 +52,6 @@ function counted(list: unknown[]): { list: unknown[]; reads: () => number } {
   });
   return { list: proxy, reads: () => reads };
 }
-function timed<T>(fn: () => T): { value: T; ms: number } {
-  const start = performance.now();
-  const value = fn();
-  return { value, ms: performance.now() - start };
-}
 
 describe("regression: a BackOff of 130,000 steps (Math.min spread overflowed the stack)", () => {
   const steps = Array.from({ length: 130_000 }, (_, i) => 1000 + i);
@@ -102,9 +97,8 @@ describe("regression: a sparse BackOff of 2^24 steps (built a 184 MB message)", 
   it("is refused with a short message, in bounded time, without reading its items", () => {
     const { list, reads } = counted(sparse);
     for (const options of [AWARE, undefined]) {
-      const { value: r, ms } = timed(() => check(POLICY, { ackWaitMs: 1000, backOffMs: list, source: "inspected" }, options));
+      const r = check(POLICY, { ackWaitMs: 1000, backOffMs: list, source: "inspected" }, options);
       expect(r.ok).toBe(false);
-      expect(ms).toBeLessThan(250);
       for (const m of messages(r)) expect(m.length).toBeLessThan(400);
     }
     expect(reads()).toBe(0);
@@ -123,13 +117,17 @@ describe("regression: a sparse BackOff of 2^24 steps (built a 184 MB message)", 
     expect(messages(rejected)[0]!.length).toBeLessThan(400);
   });
 
-  it("consumerTimingFromConfig and windowFor stay bounded on it", () => {
-    const { value: t, ms } = timed(() => consumerTimingFromConfig({ config: { ack_wait: 1e9, backoff: sparse } }));
-    expect(ms).toBeLessThan(250);
+  it("consumerTimingFromConfig and windowFor stay bounded on it: they read at most the limit's steps, never its 2^24", () => {
+    // Counted reads, not a stopwatch: the bound holds however busy the machine is.
+    const config = counted(sparse);
+    const t = consumerTimingFromConfig({ config: { ack_wait: 1e9, backoff: config.list } });
     expect(t.backOffMs?.length).toBe(MAX_BACKOFF_STEPS + 1);
-    const policy = asVerified({ enabled: true, backOff: "aware", timing: { backOffMs: sparse } });
-    expect(timed(() => windowFor(policy, undefined)).ms).toBeLessThan(250);
+    expect(config.reads()).toBeGreaterThan(0);
+    expect(config.reads()).toBeLessThanOrEqual(MAX_BACKOFF_STEPS + 1);
+    const timing = counted(sparse);
+    const policy = asVerified({ enabled: true, backOff: "aware", timing: { backOffMs: timing.list } });
     expect(windowFor(policy, undefined)).toBe(1000);
+    expect(timing.reads()).toBeLessThanOrEqual(MAX_BACKOFF_STEPS + 1);
   });
 
   it("a list that lies about its length is refused without a read", () => {
